@@ -1,0 +1,471 @@
+"""``jaxprobe.sample``: many chains, one compiled program, chunks, progress, devices."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxprobe.engine import core
+from jaxprobe.engine.kernels import SAMPLERS
+from jaxprobe.engine.samples import Samples
+from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
+
+__all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "make_kernel"]
+
+STEP_SIZE_MODES = ("per_chain", "shared")
+
+
+def known_samplers() -> tuple[str, ...]:
+    """Names accepted by ``sample(..., sampler=NAME)``."""
+    return tuple(SAMPLERS)
+
+
+def make_kernel(sampler: str, **options: Any):
+    """The kernel configuration for a sampler name; unknown names raise ``ValueError``."""
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}")
+    try:
+        return SAMPLERS[sampler](**options)
+    except TypeError as error:
+        raise TypeError(f"sampler_options for {sampler!r}: {error}") from None
+
+
+def canonicalize_key(rng_key: Any) -> PRNGKey:
+    """Accept an int seed, a typed key or a legacy uint32[2] key; return a typed key."""
+    if isinstance(rng_key, numbers.Integral) and not isinstance(rng_key, bool):
+        return jax.random.key(int(rng_key))
+    if isinstance(rng_key, jax.Array) and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        if rng_key.shape != ():
+            raise ValueError(f"rng_key must be a single key, got a key array of shape {rng_key.shape}")
+        return rng_key
+    array = np.asarray(rng_key) if not isinstance(rng_key, jax.Array) else rng_key
+    if array.dtype == np.uint32 and array.shape == (2,):
+        return jax.random.wrap_key_data(jnp.asarray(array))
+    raise TypeError(f"rng_key must be an int seed or a jax.random.key, got {type(rng_key).__name__}")
+
+
+# ------------------------------------------------------------------ pytree <-> flat (C, D)
+
+
+class _Layout:
+    """How a pytree of per-chain leaves maps to a flat ``(C, D)`` array and back."""
+
+    def __init__(self, positions: ArrayTree):
+        leaves, self.treedef = jax.tree_util.tree_flatten(positions)
+        self.event_shapes = [tuple(np.shape(leaf)[1:]) for leaf in leaves]
+        self.sizes = [int(np.prod(shape, dtype=np.int64)) for shape in self.event_shapes]
+        self.dim = sum(self.sizes)
+
+    def flatten_chains(self, positions: ArrayTree) -> np.ndarray:
+        leaves = jax.tree_util.tree_leaves(positions)
+        return np.concatenate([np.asarray(leaf).reshape(leaf.shape[0], -1) for leaf in leaves], axis=1)
+
+    def unflatten_one(self, flat: jax.Array) -> ArrayTree:
+        """``(D,)`` → one position pytree (traceable)."""
+        pieces, start = [], 0
+        for shape, size in zip(self.event_shapes, self.sizes):
+            pieces.append(flat[start:start + size].reshape(shape))
+            start += size
+        return jax.tree_util.tree_unflatten(self.treedef, pieces)
+
+    def unflatten_draws(self, flat: np.ndarray) -> ArrayTree:
+        """``(C, N, D)`` → pytree with leaves ``(C, N, *event_shape)`` (NumPy)."""
+        pieces, start = [], 0
+        for shape, size in zip(self.event_shapes, self.sizes):
+            pieces.append(flat[:, :, start:start + size].reshape(flat.shape[:2] + shape))
+            start += size
+        return jax.tree_util.tree_unflatten(self.treedef, pieces)
+
+
+class _FlatLogDensity:
+    """``logdensity_fn`` seen through a layout: a function of a flat ``(D,)`` position.
+
+    Hashable by the wrapped function and layout, so that two ``sample`` calls
+    with the same log density and shapes reuse one compiled program.
+    """
+
+    def __init__(self, logdensity_fn: LogDensityFn, layout: _Layout):
+        self.logdensity_fn = logdensity_fn
+        self.layout = layout
+        self._key = (logdensity_fn, layout.treedef, tuple(layout.event_shapes))
+
+    def __call__(self, flat: jax.Array) -> jax.Array:
+        return self.logdensity_fn(self.layout.unflatten_one(flat))
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _FlatLogDensity) and self._key == other._key
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_positive_array(name: str, value: Any, num_chains: int, dtype: Any, trailing: tuple[int, ...] = ()) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    allowed = {(), (num_chains,) + trailing} | ({trailing} if trailing else set())
+    if array.shape not in allowed:
+        raise ValueError(
+            f"{name} must be a scalar or have shape {(num_chains,) + trailing} (one per chain), got {array.shape}"
+        )
+    if not np.all(np.isfinite(array)) or np.any(array <= 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return array.astype(dtype)
+
+
+def _check_positions(initial_positions: ArrayTree) -> tuple[int, Any]:
+    leaves = jax.tree_util.tree_leaves(initial_positions)
+    if not leaves:
+        raise ValueError("initial_positions is empty: pass an array of shape (num_chains, ...) or a pytree of them")
+    dtypes = set()
+    num_chains = None
+    for path, leaf in jax.tree_util.tree_flatten_with_path(initial_positions)[0]:
+        where = f"initial_positions{jax.tree_util.keystr(path)}"
+        if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
+            raise TypeError(f"{where} must be an array, got {type(leaf).__name__}")
+        if leaf.ndim < 1:
+            raise ValueError(f"{where} must have a leading chain axis (shape (num_chains, ...)), got a scalar")
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise TypeError(f"{where} must be floating point (float32 or float64), got dtype {leaf.dtype}")
+        if num_chains is None:
+            num_chains = leaf.shape[0]
+        elif leaf.shape[0] != num_chains:
+            raise ValueError(
+                f"{where} has {leaf.shape[0]} chains on its leading axis but other leaves have {num_chains}"
+            )
+        if num_chains < 1:
+            raise ValueError(f"{where} must hold at least one chain, got leading axis 0")
+        dtypes.add(np.dtype(leaf.dtype))
+        values = np.asarray(leaf)
+        if not np.all(np.isfinite(values)):
+            bad = np.unique(np.nonzero(~np.isfinite(values.reshape(values.shape[0], -1)))[0])
+            raise ValueError(f"{where} contains NaN or inf (chains {bad[:10].tolist()})")
+    if len(dtypes) > 1:
+        raise TypeError(f"initial_positions leaves must share one dtype, got {sorted(map(str, dtypes))}")
+    dtype = dtypes.pop()
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
+        raise TypeError("initial_positions is float64 but jax_enable_x64 is off: enable it or pass float32")
+    return num_chains, dtype
+
+
+def _check_logdensity(logdensity_fn: Any, layout: _Layout, dtype: Any) -> None:
+    if not callable(logdensity_fn):
+        raise TypeError(f"logdensity_fn must be callable, got {type(logdensity_fn).__name__}")
+    one_chain = jax.ShapeDtypeStruct((layout.dim,), dtype)
+    try:
+        out = jax.eval_shape(lambda flat: logdensity_fn(layout.unflatten_one(flat)), one_chain)
+    except Exception as error:  # noqa: BLE001 - re-raised with the shapes that explain it
+        shapes = [(-1,) + s for s in layout.event_shapes]
+        raise ValueError(
+            "logdensity_fn failed on one chain's position taken from initial_positions "
+            f"(leaf shapes {[s[1:] for s in shapes]} after removing the leading chain axis); "
+            "initial_positions must have shape (num_chains, *event_shape). "
+            f"Original error: {type(error).__name__}: {error}"
+        ) from error
+    if not hasattr(out, "shape") or out.shape != ():
+        raise ValueError(
+            "logdensity_fn must return a scalar for one chain's position, "
+            f"got shape {getattr(out, 'shape', type(out).__name__)}; it is called on ONE position "
+            "(no chain axis); jaxprobe vmaps it over chains"
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(f"logdensity_fn must return a floating-point scalar, got dtype {out.dtype}")
+
+
+# ------------------------------------------------------------------ devices
+
+
+def chain_sharding(num_chains: int, devices: Any = None) -> NamedSharding:
+    """A ``NamedSharding`` that splits the leading chain axis over a ``chains`` mesh axis.
+
+    Uses all devices JAX sees (all hosts after ``jax.distributed.initialize()``);
+    if ``num_chains`` is not a multiple of the device count, the largest count
+    that divides it is used and a warning says so.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    count = len(devices)
+    while num_chains % count:
+        count -= 1
+    if count < len(devices):
+        warnings.warn(
+            f"{num_chains} chains do not split evenly over {len(devices)} devices; using {count}. "
+            "Pass a multiple of the device count to use them all.",
+            stacklevel=3,
+        )
+    mesh = Mesh(np.asarray(devices[:count]), ("chains",))
+    return NamedSharding(mesh, PartitionSpec("chains"))
+
+
+def _to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """Place a host array with the chain axis sharded (scalars are replicated)."""
+    if array.ndim == 0:
+        sharding = NamedSharding(sharding.mesh, PartitionSpec())
+    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
+
+
+def _to_host(array: jax.Array) -> np.ndarray:
+    if jax.process_count() > 1:  # pragma: no cover - needs several hosts
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
+
+
+# ------------------------------------------------------------------ compiled pieces (cached by static args)
+
+
+@partial(jax.jit, static_argnames=("kernel", "logdensity_fn"))
+def _init(kernel, logdensity_fn, positions, parameters):
+    return core.init(kernel, logdensity_fn, positions, parameters)
+
+
+@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"))
+def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin):
+    return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin)
+
+
+@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "target", "shared"))
+def _warmup_chunk(rng_key, warmup_state, kernel, logdensity_fn, is_slow, is_window_end, target, shared):
+    return core.warmup_run(rng_key, warmup_state, kernel, logdensity_fn, is_slow, is_window_end, target, shared)
+
+
+@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_steps", "target"))
+def _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target):
+    return core.chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target)
+
+
+def _chunks(total: int, size: int) -> list[int]:
+    full, rest = divmod(total, size)
+    return [size] * full + ([rest] if rest else [])
+
+
+class _Progress:
+    """A tqdm bar updated between chunks (never from inside compiled code)."""
+
+    def __init__(self, enabled: bool, total: int, description: str):
+        self.bar = None
+        if enabled and total > 0:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=description, unit="step", dynamic_ncols=True, leave=True)
+
+    def update(self, steps: int, acceptance: float, phase: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{phase} acc={acceptance:.3f}", refresh=False)
+            self.bar.update(steps)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ------------------------------------------------------------------ public entry point
+
+
+def sample(
+    rng_key: Any,
+    logdensity_fn: LogDensityFn,
+    initial_positions: ArrayTree,
+    *,
+    sampler: str = "mala",
+    num_samples: int = 1000,
+    num_warmup: int = 500,
+    step_size: Any = None,
+    inverse_mass_matrix: Any = None,
+    thin: int = 1,
+    step_size_mode: str = "per_chain",
+    target_acceptance_rate: float | None = None,
+    chunk_size: int | None = None,
+    progress: bool = True,
+    devices: Any = None,
+    sampler_options: dict[str, Any] | None = None,
+) -> Samples:
+    """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
+
+    Parameters
+    ----------
+    rng_key
+        A ``jax.random.key`` or an int seed. The same key gives bit-identical
+        samples for any ``chunk_size`` and any number of devices.
+    logdensity_fn
+        Log density of ONE position (a pytree like one chain of
+        ``initial_positions``) → scalar. Build one from a probe with
+        :func:`jaxprobe.gibbs`. Pass the same function object to reuse the
+        compiled program across calls.
+    initial_positions
+        Array ``(C, *event_shape)`` or a pytree whose leaves share the leading
+        chain axis C. Floating point (float32 by default; float64 needs
+        ``jax_enable_x64``), finite.
+    sampler
+        ``"mala"`` (default), ``"hmc"``, ``"nuts"``, ``"rwmh"`` (gradient-free) or
+        ``"chees"`` (jittered HMC with cross-chain ChEES adaptation: the choice
+        for hundreds of chains).
+    num_samples, num_warmup, thin
+        Kept draws per chain; warmup (adaptation or burn-in) transitions;
+        transitions per kept draw. A run makes ``num_warmup + num_samples * thin``
+        transitions but stores only ``num_samples`` draws per chain.
+    step_size
+        ``None``: adapted during warmup by dual averaging towards
+        ``target_acceptance_rate`` (and a diagonal inverse mass matrix for
+        hmc/nuts, Stan's windows). A scalar or ``(C,)`` array: used as given, no
+        adaptation (warmup transitions are then plain burn-in).
+    inverse_mass_matrix
+        Diagonal inverse mass matrix ``(D,)`` or ``(C, D)`` for hmc/nuts/chees, as
+        a starting point (adapted when ``step_size`` is None, else fixed).
+    step_size_mode
+        ``"per_chain"`` (default): each chain adapts its own step size (and mass
+        matrix) from its own acceptance, so chains stay independent.
+        ``"shared"``: one step size from the mean acceptance over chains and one
+        mass matrix pooled over all chains, better with many short chains.
+        ChEES always shares (its adaptation is cross-chain by design).
+    target_acceptance_rate
+        Defaults per sampler: 0.574 mala, 0.234 rwmh, 0.8 hmc/nuts, 0.651 chees.
+    chunk_size
+        Kept draws per compiled chunk (default: about 20 chunks per run). The
+        host updates the progress bar and copies draws out between chunks.
+    progress
+        Show a tqdm progress bar with steps/s and the acceptance rate.
+    devices
+        Devices to shard chains over (default: all of ``jax.devices()``).
+    sampler_options
+        Extra kernel options, e.g. ``{"num_integration_steps": 20}`` for hmc,
+        ``{"max_num_doublings": 8}`` for nuts.
+
+    Returns
+    -------
+    Samples
+        ``positions`` with axes ``(chain, draw, ...)`` and per-chain diagnostics.
+    """
+    rng_key = canonicalize_key(rng_key)
+    kernel = make_kernel(sampler, **(sampler_options or {}))
+    num_samples = _check_int("num_samples", num_samples, 1)
+    num_warmup = _check_int("num_warmup", num_warmup, 0)
+    thin = _check_int("thin", thin, 1)
+    if chunk_size is not None:
+        chunk_size = _check_int("chunk_size", chunk_size, 1)
+    if step_size_mode not in STEP_SIZE_MODES:
+        raise ValueError(f"step_size_mode must be one of {STEP_SIZE_MODES}, got {step_size_mode!r}")
+    if target_acceptance_rate is not None and not 0.0 < float(target_acceptance_rate) < 1.0:
+        raise ValueError(f"target_acceptance_rate must be in (0, 1), got {target_acceptance_rate}")
+    num_chains, dtype = _check_positions(initial_positions)
+    layout = _Layout(initial_positions)
+    _check_logdensity(logdensity_fn, layout, dtype)
+    if step_size is not None:
+        step_size = _check_positive_array("step_size", step_size, num_chains, dtype)
+    if inverse_mass_matrix is not None:
+        if not kernel.adapts_mass_matrix:
+            raise ValueError(f"inverse_mass_matrix is only used by hmc, nuts and chees, not {sampler!r}")
+        inverse_mass_matrix = _check_positive_array("inverse_mass_matrix", inverse_mass_matrix, num_chains, dtype,
+                                                    (layout.dim,))
+    if step_size is None and num_warmup == 0:
+        raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
+
+    flat_logdensity = _FlatLogDensity(logdensity_fn, layout)
+    sharding = chain_sharding(num_chains, devices)
+    positions = _to_device(layout.flatten_chains(initial_positions).astype(dtype), sharding)
+    parameters = core.default_parameters(kernel, num_chains, layout.dim, dtype, step_size, inverse_mass_matrix)
+    parameters = jax.tree.map(lambda p: _to_device(np.asarray(p), sharding), parameters)
+
+    key_warmup, key_sampling = jax.random.split(rng_key)
+    state = _init(kernel, flat_logdensity, positions, parameters)
+    initial_logdensity = _to_host(state.kernel_state.logdensity)
+    if not np.all(np.isfinite(initial_logdensity)):
+        bad = np.nonzero(~np.isfinite(initial_logdensity))[0]
+        raise ValueError(
+            f"logdensity_fn is not finite at initial_positions of chains {bad[:10].tolist()}: "
+            "start every chain inside the support of the target"
+        )
+
+    total_steps = num_warmup + num_samples * thin
+    bar = _Progress(progress, total_steps, f"{sampler} x{num_chains}")
+    adapt = step_size is None
+    try:
+        state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
+                            target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
+        draws_per_chunk = chunk_size or max(1, math.ceil(num_samples / 20))
+        trace_positions, trace_logdensity, stats_sum = [], [], None
+        pending = None
+        for num_draws in _chunks(num_samples, draws_per_chunk):
+            state, trace, stats = _run_chunk(key_sampling, state, kernel, flat_logdensity, num_draws, thin)
+            if pending is not None:  # copy the previous chunk out while this one computes
+                stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+            pending = (trace, stats, num_draws * thin)
+        stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+    finally:
+        bar.close()
+
+    # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
+    positions_host = np.swapaxes(np.concatenate(trace_positions, axis=0), 0, 1)
+    steps = num_samples * thin
+    return Samples(
+        positions=layout.unflatten_draws(positions_host),
+        logdensity=np.swapaxes(np.concatenate(trace_logdensity, axis=0), 0, 1),
+        acceptance_rate=stats_sum["acceptance_rate_sum"] / steps,
+        step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (num_chains,)).copy(),
+        num_divergent=stats_sum["num_divergent"],
+        num_nonfinite=stats_sum["num_nonfinite"],
+        num_gradient_evaluations=stats_sum["num_gradient_evaluations"],
+        sampler=sampler,
+        num_warmup=num_warmup,
+        thin=thin,
+        inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
+        if "inverse_mass_matrix" in state.parameters else None,
+    )
+
+
+_STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
+
+
+def _collect(pending, trace_positions, trace_logdensity, stats_sum, bar):
+    trace, stats, steps = pending
+    trace_positions.append(_to_host(trace.position))
+    trace_logdensity.append(_to_host(trace.logdensity))
+    host = {name: _to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)
+            for name in _STAT_FIELDS}
+    bar.update(steps, float(host["acceptance_rate_sum"].mean() / steps), "sampling")
+    if stats_sum is None:
+        return host
+    return {name: stats_sum[name] + host[name] for name in _STAT_FIELDS}
+
+
+def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, positions, target, shared, chunk_size, bar):
+    if num_warmup == 0:
+        return state
+    if kernel.name == "chees" and adapt:
+        state, acceptance = _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_warmup,
+                                          float(kernel.initial_step_size(positions.shape[1])), target)
+        bar.update(num_warmup, float(np.mean(_to_host(acceptance))), "warmup")
+        return state
+    steps_per_chunk = chunk_size or max(1, math.ceil(num_warmup / 10))
+    if not adapt:  # fixed parameters: warmup is burn-in, draws discarded
+        for steps in _chunks(num_warmup, steps_per_chunk):
+            state, _, stats = _run_chunk(rng_key, state, kernel, logdensity_fn, steps, 1)
+            bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
+        return core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
+    is_slow, is_window_end = core.warmup_schedule(kernel, num_warmup)
+    warmup_state = core.warmup_init(state, kernel, target, shared)
+    start = 0
+    for steps in _chunks(num_warmup, steps_per_chunk):
+        warmup_state, stats = _warmup_chunk(rng_key, warmup_state, kernel, logdensity_fn,
+                                            jnp.asarray(is_slow[start:start + steps]),
+                                            jnp.asarray(is_window_end[start:start + steps]), target, shared)
+        start += steps
+        bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "warmup")
+    return core.warmup_final(warmup_state)

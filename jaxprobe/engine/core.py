@@ -1,0 +1,372 @@
+"""The functional core of the sampling engine: pure functions, no host side effects.
+
+``init`` → ``warmup`` (optional) → ``run``. Each works on all chains at once on
+flat positions of shape ``(C, D)`` and a log density of one flat ``(D,)``
+position, and can be called inside a user's ``jax.jit``, ``lax.scan`` or
+training step. :func:`jaxprobe.sample` is the convenient wrapper (pytrees,
+validation, chunking, progress bar, sharding, the ``Samples`` result).
+
+Randomness: step ``t`` of a run uses ``jax.random.fold_in(rng_key, t)`` with the
+global step counter carried in :class:`EngineState`, so a run split into
+chunks gives bit-identical draws to a run in one piece.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from blackjax.adaptation.staged_adaptation import build_schedule
+from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+from jaxprobe.engine.kernels import StepInfo
+from jaxprobe.types import Array, PRNGKey
+
+__all__ = [
+    "EngineState",
+    "RunStats",
+    "Trace",
+    "WarmupState",
+    "init",
+    "run",
+    "warmup_init",
+    "warmup_run",
+    "warmup_final",
+    "warmup_schedule",
+    "warmup",
+]
+
+FlatLogDensity = Callable[[Array], Array]
+
+
+class EngineState(NamedTuple):
+    """Everything a run needs to continue: kernel state, parameters, step counter.
+
+    ``kernel_state.position`` has shape ``(C, D)``; ``parameters`` maps names to
+    per-chain arrays (``step_size`` ``(C,)``, ``inverse_mass_matrix`` ``(C, D)``, ...);
+    ``step`` is the number of transitions done so far (int32 scalar).
+    """
+
+    kernel_state: Any
+    parameters: dict[str, Array]
+    step: Array
+
+
+class RunStats(NamedTuple):
+    """Per-chain sums over every transition of a run (kept or thinned away), shape ``(C,)``."""
+
+    acceptance_rate_sum: Array
+    num_accepted: Array
+    num_divergent: Array
+    num_nonfinite: Array
+    num_gradient_evaluations: Array
+    num_steps: Array
+
+    @classmethod
+    def zeros(cls, num_chains: int, dtype: Any) -> "RunStats":
+        count = jnp.zeros((num_chains,), jnp.int32)
+        return cls(jnp.zeros((num_chains,), dtype), count, count, count, count, jnp.zeros((), jnp.int32))
+
+    def add(self, info: StepInfo) -> "RunStats":
+        return RunStats(
+            self.acceptance_rate_sum + info.acceptance_rate.astype(self.acceptance_rate_sum.dtype),
+            self.num_accepted + info.is_accepted.astype(jnp.int32),
+            self.num_divergent + info.is_divergent.astype(jnp.int32),
+            self.num_nonfinite + info.is_nonfinite.astype(jnp.int32),
+            self.num_gradient_evaluations + info.num_gradient_evaluations.astype(jnp.int32),
+            self.num_steps + 1,
+        )
+
+
+class Trace(NamedTuple):
+    """Kept draws of a run in scan layout: ``position`` ``(N, C, D)``, ``logdensity`` ``(N, C)``.
+
+    Draw-major because that is how ``lax.scan`` stacks them; transposing inside
+    the compiled run would cost a copy of every draw. ``chain_major()`` gives the
+    ArviZ layout ``(chain, draw, ...)``.
+    """
+
+    position: Array
+    logdensity: Array
+
+    def chain_major(self) -> "Trace":
+        return Trace(jnp.swapaxes(self.position, 0, 1), jnp.swapaxes(self.logdensity, 0, 1))
+
+
+def default_parameters(kernel: Any, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+                       inverse_mass_matrix: Any = None, num_leapfrog_steps: Any = None) -> dict[str, Array]:
+    """Kernel parameters for ``kernel``: given values, else defaults.
+
+    ``step_size`` stays a scalar when given as one (shared by all chains) or is
+    ``(C,)``; ``inverse_mass_matrix`` is broadcast to ``(C, D)``.
+    """
+    if step_size is None:
+        step_size = kernel.initial_step_size(dim)
+    # A scalar step size stays scalar (shared by all chains: the fast path); (C,) is per chain.
+    parameters = {"step_size": jnp.asarray(step_size, dtype)}
+    if kernel.adapts_mass_matrix:
+        imm = jnp.ones((dim,), dtype) if inverse_mass_matrix is None else jnp.asarray(inverse_mass_matrix, dtype)
+        parameters["inverse_mass_matrix"] = jnp.broadcast_to(imm, (num_chains, dim))
+    if kernel.name == "chees":
+        steps = 10.0 if num_leapfrog_steps is None else num_leapfrog_steps
+        parameters["num_leapfrog_steps"] = jnp.broadcast_to(jnp.asarray(steps, dtype), (num_chains,))
+    return parameters
+
+
+def init(kernel: Any, logdensity_fn: FlatLogDensity, positions: Array,
+         parameters: dict[str, Array] | None = None) -> EngineState:
+    """Build the engine state of all chains.
+
+    Parameters
+    ----------
+    kernel
+        A kernel configuration from :mod:`jaxprobe.engine.kernels` (e.g. ``MALA()``).
+    logdensity_fn
+        Log density of one flat position ``(D,)`` → scalar.
+    positions
+        Initial positions, shape ``(C, D)``.
+    parameters
+        Per-chain kernel parameters; defaults from :func:`default_parameters`.
+    """
+    num_chains, dim = positions.shape
+    if parameters is None:
+        parameters = default_parameters(kernel, num_chains, dim, positions.dtype)
+    return EngineState(kernel.init(positions, logdensity_fn), parameters, jnp.zeros((), jnp.int32))
+
+
+def _transition(kernel, logdensity_fn, rng_key, state):
+    step_key = jax.random.fold_in(rng_key, state.step)
+    kernel_state, info = kernel.step(step_key, state.kernel_state, state.parameters, logdensity_fn)
+    return EngineState(kernel_state, state.parameters, state.step + 1), info
+
+
+def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
+        num_draws: int, thin: int = 1) -> tuple[EngineState, Trace, RunStats]:
+    """Advance all chains by ``num_draws * thin`` transitions, keeping every ``thin``-th.
+
+    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_draws`` and ``thin``
+    are static). Only kept draws are stored: memory is ``O(num_draws · C · D)``
+    whatever ``thin`` is. The per-step keys ``fold_in(rng_key, t)`` are derived
+    for the whole run in one batched call before the scan.
+
+    Returns
+    -------
+    (state, trace, stats)
+        The state after the last transition; the kept draws in scan layout
+        ``(draw, chain, D)`` (``trace.chain_major()`` gives ``(chain, draw, D)``);
+        and per-chain sums over all transitions.
+    """
+    position = state.kernel_state.position
+    stats0 = RunStats.zeros(position.shape[0], position.dtype)
+    steps = state.step + jnp.arange(num_draws * thin, dtype=jnp.int32).reshape(num_draws, thin)
+    step_keys = jax.vmap(jax.vmap(lambda t: jax.random.fold_in(rng_key, t)))(steps)
+
+    def transition(carry, step_key):
+        state, stats = carry
+        kernel_state, info = kernel.step(step_key, state.kernel_state, state.parameters, logdensity_fn)
+        return (EngineState(kernel_state, state.parameters, state.step + 1), stats.add(info)), None
+
+    def one_draw(carry, keys):
+        if thin == 1:
+            carry, _ = transition(carry, keys[0])
+        else:
+            carry, _ = jax.lax.scan(transition, carry, keys)
+        kernel_state = carry[0].kernel_state
+        return carry, (kernel_state.position, kernel_state.logdensity)
+
+    (state, stats), (positions, logdensities) = jax.lax.scan(one_draw, (state, stats0), step_keys)
+    return state, Trace(positions, logdensities), stats
+
+
+# ---------------------------------------------------------------- warmup
+
+
+class _Welford(NamedTuple):
+    mean: Array  # (C, D)
+    m2: Array  # (C, D)
+    count: Array  # ()
+
+
+class WarmupState(NamedTuple):
+    """Engine state plus step-size (dual averaging) and mass-matrix (Welford) statistics.
+
+    With ``shared=False`` the dual-averaging leaves have shape ``(C,)`` (one step
+    size per chain); with ``shared=True`` they are scalars driven by the mean
+    acceptance rate over chains. Welford statistics are always per chain ``(C, D)``;
+    in shared mode they are pooled across chains at the end of each window.
+    """
+
+    engine: EngineState
+    dual_averaging: Any
+    welford: _Welford
+
+
+def warmup_schedule(kernel: Any, num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stan's windowed schedule (BlackJAX's ``build_schedule``) as two arrays ``(num_steps,)``.
+
+    Returns ``(is_slow, is_window_end)``: in slow steps the mass matrix statistics
+    are accumulated; at a window end the inverse mass matrix is updated and step
+    size adaptation restarts. Kernels without a mass matrix only have fast steps.
+    """
+    if num_steps == 0:
+        return np.zeros((0,), bool), np.zeros((0,), bool)
+    if not kernel.adapts_mass_matrix:
+        return np.zeros((num_steps,), bool), np.zeros((num_steps,), bool)
+    schedule = np.asarray(build_schedule(num_steps), dtype=np.int64).reshape(num_steps, 2)
+    return schedule[:, 0] == 1, schedule[:, 1] == 1
+
+
+def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float | None = None,
+                shared: bool = False) -> WarmupState:
+    """Start adaptation from the current parameters of ``state``."""
+    target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
+    da_init, _, _ = dual_averaging_adaptation(target)
+    step_size = state.parameters["step_size"]
+    num_chains = state.kernel_state.position.shape[0]
+    dual = da_init(jnp.mean(step_size)) if shared else jax.vmap(da_init)(jnp.broadcast_to(step_size, (num_chains,)))
+    position = state.kernel_state.position
+    parameters = dict(state.parameters)
+    parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position.dtype)  # () shared, (C,) per chain
+    state = EngineState(state.kernel_state, parameters, state.step)
+    zeros = jnp.zeros_like(position)
+    return WarmupState(state, dual, _Welford(zeros, zeros, jnp.zeros((), position.dtype)))
+
+
+def _regularized_variance(welford: _Welford, shared: bool) -> Array:
+    """Stan's regularized variance estimate: (n/(n+5)) var + 1e-3 · 5/(n+5), per chain or pooled."""
+    count = welford.count
+    if shared:
+        num_chains = welford.mean.shape[0]
+        pooled_mean = jnp.mean(welford.mean, axis=0)
+        # Chan et al.'s merge of equal-size per-chain Welford states.
+        m2 = jnp.sum(welford.m2, axis=0) + count * jnp.sum((welford.mean - pooled_mean) ** 2, axis=0)
+        n = count * num_chains
+        variance = jnp.broadcast_to(m2 / jnp.maximum(n - 1, 1), welford.mean.shape)
+    else:
+        n = count
+        variance = welford.m2 / jnp.maximum(n - 1, 1)
+    return (n / (n + 5.0)) * variance + 1e-3 * (5.0 / (n + 5.0))
+
+
+def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdensity_fn: FlatLogDensity,
+               is_slow: Array, is_window_end: Array, target_acceptance_rate: float | None = None,
+               shared: bool = False) -> tuple[WarmupState, RunStats]:
+    """Run ``len(is_slow)`` adaptation transitions (a slice of :func:`warmup_schedule`).
+
+    Step ``t`` uses ``fold_in(rng_key, t)`` with ``t`` the global warmup step, so
+    warmup in chunks equals warmup in one piece.
+    """
+    target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
+    da_init, da_update, _ = dual_averaging_adaptation(target)
+    position0 = warmup_state.engine.kernel_state.position
+    num_chains = position0.shape[0]
+    stats0 = RunStats.zeros(num_chains, position0.dtype)
+
+    def one_step(carry, schedule):
+        slow, window_end = schedule
+        (state, dual, welford), stats = carry
+        state, info = _transition(kernel, logdensity_fn, rng_key, state)
+        stats = stats.add(info)
+        if shared:
+            dual = da_update(dual, jnp.mean(info.acceptance_rate))
+        else:
+            dual = jax.vmap(da_update)(dual, info.acceptance_rate)
+
+        parameters = dict(state.parameters)
+        if kernel.adapts_mass_matrix:
+            position = state.kernel_state.position
+            count = welford.count + 1
+            delta = position - welford.mean
+            mean = welford.mean + delta / count
+            m2 = welford.m2 + delta * (position - mean)
+            updated = _Welford(mean, m2, count)
+            welford = jax.tree.map(lambda new, old: jnp.where(slow, new, old), updated, welford)
+            new_imm = _regularized_variance(welford, shared)
+            parameters["inverse_mass_matrix"] = jnp.where(window_end, new_imm, parameters["inverse_mass_matrix"])
+            reset = _Welford(jnp.zeros_like(mean), jnp.zeros_like(m2), jnp.zeros_like(count))
+            welford = jax.tree.map(lambda r, w: jnp.where(window_end, r, w), reset, welford)
+            # Stan restarts dual averaging from the averaged step size after each window.
+            restart = da_init(jnp.exp(dual.log_step_size_avg)) if shared else jax.vmap(da_init)(
+                jnp.exp(dual.log_step_size_avg))
+            dual = jax.tree.map(lambda r, d: jnp.where(window_end, r, d), restart, dual)
+
+        parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position0.dtype)
+        state = EngineState(state.kernel_state, parameters, state.step)
+        return (WarmupState(state, dual, welford), stats), None
+
+    (warmup_state, stats), _ = jax.lax.scan(one_step, (warmup_state, stats0), (is_slow, is_window_end))
+    return warmup_state, stats
+
+
+def warmup_final(warmup_state: WarmupState) -> EngineState:
+    """The engine state to sample from: the averaged step size of dual averaging (Hoffman & Gelman 2014)."""
+    state = warmup_state.engine
+    parameters = dict(state.parameters)
+    parameters["step_size"] = jnp.exp(warmup_state.dual_averaging.log_step_size_avg).astype(
+        state.kernel_state.position.dtype)
+    return EngineState(state.kernel_state, parameters, jnp.zeros((), jnp.int32))
+
+
+def warmup(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
+           target_acceptance_rate: float | None = None, shared: bool = False) -> tuple[EngineState, RunStats]:
+    """Adapt step size (and a diagonal inverse mass matrix for HMC/NUTS) in one piece.
+
+    Pure and jit-able (``num_steps`` static). Dual averaging on the acceptance
+    rate (Hoffman & Gelman 2014) inside Stan's windowed schedule. Returns the
+    adapted engine state (step counter reset to 0) and warmup statistics.
+    Not for ``ChEES``, whose adaptation is BlackJAX's cross-chain ``chees_adaptation``.
+    """
+    is_slow, is_window_end = warmup_schedule(kernel, num_steps)
+    warmup_state = warmup_init(state, kernel, target_acceptance_rate, shared)
+    warmup_state, stats = warmup_run(rng_key, warmup_state, kernel, logdensity_fn, jnp.asarray(is_slow),
+                                     jnp.asarray(is_window_end), target_acceptance_rate, shared)
+    return warmup_final(warmup_state), stats
+
+
+def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
+                 initial_step_size: float | None = None,
+                 target_acceptance_rate: float | None = None) -> tuple[EngineState, dict[str, Array]]:
+    """Cross-chain ChEES adaptation (BlackJAX ``chees_adaptation``) of step size, trajectory length
+    and a diagonal inverse mass matrix estimated from the ensemble of all chains.
+
+    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_steps`` static). ``positions`` ``(C, D)``.
+    Returns the engine state to sample from and the final ``(C,)`` acceptance rates.
+    """
+    import blackjax
+    import optax
+    from blackjax.adaptation.base import get_filter_adapt_info_fn
+
+    from jaxprobe.engine.kernels import DynamicState, safe_logdensity
+
+    num_chains, dim = positions.shape
+    target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
+    step_size = kernel.initial_step_size(dim) if initial_step_size is None else initial_step_size
+    adaptation = blackjax.chees_adaptation(
+        safe_logdensity(logdensity_fn),
+        num_chains,
+        target_acceptance_rate=target,
+        max_leapfrog_steps=kernel.max_leapfrog_steps,
+        mass_matrix_estimation="diagonal",
+        adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"acceptance_rate"}),
+    )
+    (last_states, parameters), info = adaptation.run(
+        rng_key, positions, step_size, optax.adam(kernel.learning_rate), num_steps
+    )
+    dtype = positions.dtype
+    kernel_state = DynamicState(
+        last_states.position,
+        last_states.logdensity,
+        last_states.logdensity_grad,
+        jnp.broadcast_to(jnp.asarray(last_states.random_generator_arg, jnp.int32), (num_chains,)),
+    )
+    new_parameters = {
+        "step_size": jnp.asarray(parameters["step_size"], dtype),
+        "inverse_mass_matrix": jnp.broadcast_to(jnp.asarray(parameters["inverse_mass_matrix"], dtype),
+                                                (num_chains, dim)),
+        "num_leapfrog_steps": jnp.broadcast_to(
+            jnp.asarray(parameters["integration_steps_params"][0], dtype), (num_chains,)),
+    }
+    acceptance = jnp.mean(info.info.acceptance_rate, axis=0) if num_steps > 0 else jnp.ones((num_chains,), dtype)
+    return EngineState(kernel_state, new_parameters, jnp.zeros((), jnp.int32)), acceptance

@@ -1,0 +1,252 @@
+"""``Samples``: the result of a sampling run, its diagnostics and its file format."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from blackjax import diagnostics
+
+from jaxprobe.types import ArrayTree
+
+__all__ = ["Samples", "Summary"]
+
+_FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """Per-coordinate posterior summary; every array has shape ``(K,)`` for K coordinates.
+
+    ``rhat`` is BlackJAX's rank-normalized split R̂ (Vehtari et al. 2021),
+    ``ess_bulk`` / ``ess_tail`` the bulk and tail effective sample sizes and
+    ``mcse_mean = sd / √ess_bulk`` the Monte-Carlo standard error of the mean.
+    """
+
+    names: tuple[str, ...]
+    mean: np.ndarray
+    sd: np.ndarray
+    mcse_mean: np.ndarray
+    rhat: np.ndarray
+    ess_bulk: np.ndarray
+    ess_tail: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``{name: {mean, sd, mcse_mean, rhat, ess_bulk, ess_tail}}``."""
+        fields = ("mean", "sd", "mcse_mean", "rhat", "ess_bulk", "ess_tail")
+        return {
+            name: {field: float(getattr(self, field)[i]) for field in fields}
+            for i, name in enumerate(self.names)
+        }
+
+    def __str__(self) -> str:
+        header = f"{'':>12} {'mean':>10} {'sd':>10} {'mcse':>9} {'r_hat':>7} {'ess_bulk':>9} {'ess_tail':>9}"
+        rows = [header]
+        for i, name in enumerate(self.names):
+            rows.append(
+                f"{name:>12} {self.mean[i]:>10.4g} {self.sd[i]:>10.4g} {self.mcse_mean[i]:>9.3g} "
+                f"{self.rhat[i]:>7.3f} {self.ess_bulk[i]:>9.0f} {self.ess_tail[i]:>9.0f}"
+            )
+        return "\n".join(rows)
+
+
+def _leaf_paths(tree: ArrayTree) -> list[tuple[str, Any]]:
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
+def _encode_structure(tree: Any, counter: list[int]) -> Any:
+    """JSON description of a tree of dicts / lists / tuples of arrays (no pickle needed)."""
+    if isinstance(tree, dict):
+        if not all(isinstance(key, str) for key in tree):
+            raise TypeError("Samples.save: dict keys in positions must be strings")
+        return {"dict": [[key, _encode_structure(tree[key], counter)] for key in sorted(tree)]}
+    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+        kind = "list" if isinstance(tree, list) else "tuple"
+        return {kind: [_encode_structure(item, counter) for item in tree]}
+    if isinstance(tree, (np.ndarray, jax.Array)):
+        counter[0] += 1
+        return {"leaf": counter[0] - 1}
+    raise TypeError(
+        "Samples.save supports positions made of arrays, dicts with string keys, lists and tuples; "
+        f"got {type(tree).__name__}"
+    )
+
+
+def _decode_structure(spec: Any, leaves: list[np.ndarray]) -> Any:
+    if "dict" in spec:
+        return {key: _decode_structure(sub, leaves) for key, sub in spec["dict"]}
+    if "list" in spec:
+        return [_decode_structure(sub, leaves) for sub in spec["list"]]
+    if "tuple" in spec:
+        return tuple(_decode_structure(sub, leaves) for sub in spec["tuple"])
+    return leaves[spec["leaf"]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Samples:
+    """Draws of all chains and how the run went. NumPy arrays on the host.
+
+    Attributes
+    ----------
+    positions
+        Array or pytree; every leaf has axes ``(chain, draw, *event_shape)``.
+    logdensity
+        ``(chain, draw)`` log density of each kept draw.
+    acceptance_rate
+        ``(chain,)`` mean Metropolis acceptance probability over all sampling
+        transitions (thinned-away ones included).
+    step_size
+        ``(chain,)`` step size used for sampling (identical across chains when shared).
+    num_divergent, num_nonfinite
+        ``(chain,)`` counts over all sampling transitions of divergent trajectories
+        and of proposals whose log density was NaN or ±inf (always rejected).
+    num_gradient_evaluations
+        ``(chain,)`` gradient evaluations spent while sampling (0 for rwmh).
+    inverse_mass_matrix
+        ``(chain, dim)`` diagonal inverse mass matrix (HMC family) or ``None``.
+    sampler, num_warmup, thin
+        How the draws were made.
+    """
+
+    positions: ArrayTree
+    logdensity: np.ndarray
+    acceptance_rate: np.ndarray
+    step_size: np.ndarray
+    num_divergent: np.ndarray
+    num_nonfinite: np.ndarray
+    num_gradient_evaluations: np.ndarray
+    sampler: str
+    num_warmup: int
+    thin: int
+    inverse_mass_matrix: np.ndarray | None = None
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.logdensity.shape[0])
+
+    @property
+    def num_draws(self) -> int:
+        return int(self.logdensity.shape[1])
+
+    def flat_positions(self) -> tuple[np.ndarray, tuple[str, ...]]:
+        """All coordinates as one ``(chain, draw, K)`` array and their names, e.g. ``x[3]``."""
+        columns, names = [], []
+        leaves = _leaf_paths(self.positions)
+        for path, leaf in leaves:
+            leaf = np.asarray(leaf)
+            event_shape = leaf.shape[2:]
+            base = path if path else "x"
+            columns.append(leaf.reshape(leaf.shape[0], leaf.shape[1], -1))
+            for index in np.ndindex(*event_shape) if event_shape else [()]:
+                names.append(f"{base}[{','.join(map(str, index))}]" if index else base)
+        return np.concatenate(columns, axis=-1), tuple(names)
+
+    def summary(self, max_coordinates: int | None = None) -> Summary:
+        """Mean, sd, MCSE, split R̂, bulk and tail ESS per coordinate (BlackJAX's diagnostics).
+
+        ``max_coordinates`` limits the work for very high-dimensional positions
+        (images): only the first K coordinates are summarized.
+        """
+        flat, names = self.flat_positions()
+        if max_coordinates is not None:
+            flat, names = flat[..., :max_coordinates], names[:max_coordinates]
+        if self.num_draws < 4:
+            raise ValueError(f"summary needs at least 4 draws per chain, got {self.num_draws}")
+        x = jnp.asarray(flat, jnp.float64 if flat.dtype == np.float64 else jnp.float32)
+        per_coordinate = lambda fn: np.asarray(jax.vmap(fn, in_axes=2)(x))
+        mean = flat.mean(axis=(0, 1))
+        sd = flat.reshape(-1, flat.shape[-1]).std(axis=0, ddof=1)
+        ess_bulk = per_coordinate(diagnostics.ess_bulk)
+        return Summary(
+            names=names,
+            mean=mean,
+            sd=sd,
+            mcse_mean=sd / np.sqrt(ess_bulk),
+            rhat=per_coordinate(diagnostics.rhat),
+            ess_bulk=ess_bulk,
+            ess_tail=per_coordinate(diagnostics.ess_tail),
+        )
+
+    def to_numpy(self) -> dict[str, Any]:
+        """All fields as a dict of NumPy arrays (``positions`` keeps its pytree structure)."""
+        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        out["positions"] = jax.tree.map(np.asarray, self.positions)
+        return out
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write to a ``.npz`` file, atomically (a temporary file renamed into place).
+
+        The format holds arrays and a JSON header only (no pickle), and
+        :meth:`load` restores every field exactly.
+        """
+        path = os.fspath(path)
+        leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(self.positions)]
+        structure = _encode_structure(self.positions, [0])
+        header = {
+            "format_version": _FORMAT_VERSION,
+            "structure": structure,
+            "sampler": self.sampler,
+            "num_warmup": int(self.num_warmup),
+            "thin": int(self.thin),
+            "has_inverse_mass_matrix": self.inverse_mass_matrix is not None,
+        }
+        arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
+        for name in ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
+                     "num_gradient_evaluations"):
+            arrays[name] = np.asarray(getattr(self, name))
+        if self.inverse_mass_matrix is not None:
+            arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
+        arrays["header"] = np.asarray(json.dumps(header))
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.partial")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                np.savez(stream, **arrays)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Samples":
+        """Read a file written by :meth:`save` (``allow_pickle=False``: data, never code)."""
+        with np.load(os.fspath(path), allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+            if header.get("format_version") != _FORMAT_VERSION:
+                raise ValueError(f"{path}: unsupported jaxprobe samples format {header.get('format_version')!r}")
+            count = sum(1 for key in data.files if key.startswith("position_"))
+            leaves = [data[f"position_{i}"] for i in range(count)]
+            return cls(
+                positions=_decode_structure(header["structure"], leaves),
+                logdensity=data["logdensity"],
+                acceptance_rate=data["acceptance_rate"],
+                step_size=data["step_size"],
+                num_divergent=data["num_divergent"],
+                num_nonfinite=data["num_nonfinite"],
+                num_gradient_evaluations=data["num_gradient_evaluations"],
+                sampler=header["sampler"],
+                num_warmup=header["num_warmup"],
+                thin=header["thin"],
+                inverse_mass_matrix=data["inverse_mass_matrix"] if header["has_inverse_mass_matrix"] else None,
+            )
+
+    def to_arviz(self):
+        """An ``arviz.InferenceData`` (needs the optional ``arviz`` package)."""
+        try:
+            import arviz
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError("to_arviz needs arviz: pip install 'jaxprobe[notebooks]' or pip install arviz") from error
+        posterior = {}
+        for path, leaf in _leaf_paths(self.positions):
+            name = path.strip("[]'\"").replace("']['", ".").replace("][", ".") or "x"
+            posterior[name] = np.asarray(leaf)
+        sample_stats = {"lp": np.asarray(self.logdensity)}
+        return arviz.from_dict(posterior=posterior, sample_stats=sample_stats)

@@ -1,0 +1,163 @@
+"""Priors for ``jaxprobe.gibbs``: log densities of one position, and samplers for initial positions.
+
+Each prior is a frozen dataclass, callable as ``prior(x) -> scalar log density``
+(normalized), with ``prior.sample(rng_key, num_chains)`` to draw initial positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.types import Array, ArrayTree, PRNGKey
+
+__all__ = ["StandardNormal", "DiagonalGaussian", "Gaussian", "UniformBox", "NoPrior", "standard_normal",
+           "diagonal_gaussian", "gaussian", "uniform_box", "none"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _as_float_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite")
+    return array
+
+
+@dataclasses.dataclass(frozen=True)
+class StandardNormal:
+    """N(0, I) on every coordinate of a position (array or pytree): log p = −½|x|² − (D/2) log 2π.
+
+    ``event_shape`` is only needed by :meth:`sample`.
+    """
+
+    event_shape: tuple[int, ...] | None = None
+
+    def __call__(self, x: ArrayTree) -> Array:
+        leaves = jax.tree_util.tree_leaves(x)
+        size = sum(leaf.size for leaf in leaves)
+        return -0.5 * sum(jnp.sum(leaf**2) for leaf in leaves) - 0.5 * size * _LOG_2PI
+
+    def sample(self, rng_key: PRNGKey, num_chains: int, event_shape: tuple[int, ...] | None = None,
+               dtype: Any = jnp.float32) -> Array:
+        """``(num_chains, *event_shape)`` draws."""
+        shape = event_shape if event_shape is not None else self.event_shape
+        if shape is None:
+            raise ValueError("StandardNormal.sample needs event_shape (here or in the constructor)")
+        return jax.random.normal(rng_key, (num_chains, *shape), dtype)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DiagonalGaussian:
+    """N(mean, diag(scale²)), ``mean`` and ``scale`` of shape ``(D,)`` (scale > 0)."""
+
+    mean: Any
+    scale: Any
+
+    def __post_init__(self):
+        mean = _as_float_array("mean", self.mean, 1)
+        scale = _as_float_array("scale", self.scale)
+        scale = np.broadcast_to(scale, mean.shape) if scale.ndim == 0 else scale
+        if scale.shape != mean.shape:
+            raise ValueError(f"scale must be a scalar or have the shape of mean {mean.shape}, got {scale.shape}")
+        if np.any(scale <= 0):
+            raise ValueError("scale must be > 0 in every coordinate")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "scale", scale)
+
+    def __call__(self, x: Array) -> Array:
+        z = (x - self.mean.astype(x.dtype)) / self.scale.astype(x.dtype)
+        return -0.5 * jnp.sum(z**2) - jnp.sum(jnp.log(self.scale)) - 0.5 * z.size * _LOG_2PI
+
+    def sample(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:
+        noise = jax.random.normal(rng_key, (num_chains, self.mean.size), dtype)
+        return jnp.asarray(self.mean, dtype) + jnp.asarray(self.scale, dtype) * noise
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Gaussian:
+    """N(mean, covariance) with a full ``(D, D)`` symmetric positive-definite covariance."""
+
+    mean: Any
+    covariance: Any
+
+    def __post_init__(self):
+        mean = _as_float_array("mean", self.mean, 1)
+        covariance = _as_float_array("covariance", self.covariance, 2)
+        if covariance.shape != (mean.size, mean.size):
+            raise ValueError(f"covariance must have shape {(mean.size, mean.size)}, got {covariance.shape}")
+        if not np.allclose(covariance, covariance.T, rtol=1e-10, atol=1e-12):
+            raise ValueError("covariance must be symmetric")
+        try:
+            cholesky = np.linalg.cholesky(covariance)
+        except np.linalg.LinAlgError:
+            raise ValueError("covariance must be positive definite") from None
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "covariance", covariance)
+        object.__setattr__(self, "_cholesky", cholesky)
+        object.__setattr__(self, "_log_det", 2.0 * float(np.sum(np.log(np.diag(cholesky)))))
+
+    def __call__(self, x: Array) -> Array:
+        cholesky = jnp.asarray(self._cholesky, x.dtype)
+        z = jax.scipy.linalg.solve_triangular(cholesky, x - self.mean.astype(x.dtype), lower=True)
+        return -0.5 * jnp.sum(z**2) - 0.5 * self._log_det - 0.5 * z.size * _LOG_2PI
+
+    def sample(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:
+        noise = jax.random.normal(rng_key, (num_chains, self.mean.size), dtype)
+        return jnp.asarray(self.mean, dtype) + noise @ jnp.asarray(self._cholesky, dtype).T
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class UniformBox:
+    """Uniform on the box ``low <= x <= high`` (log density −inf outside).
+
+    Gradient samplers see a flat density with a hard wall here: proposals outside
+    are rejected (and counted as non-finite). To sample a bounded space
+    efficiently, map an unconstrained space onto the box with a bijection
+    (``jaxprobe.constraints``) instead.
+    """
+
+    low: Any
+    high: Any
+
+    def __post_init__(self):
+        low = _as_float_array("low", self.low)
+        high = _as_float_array("high", self.high)
+        low, high = np.broadcast_arrays(low, high)
+        if np.any(high <= low):
+            raise ValueError("uniform box needs low < high in every coordinate")
+        object.__setattr__(self, "low", np.array(low))
+        object.__setattr__(self, "high", np.array(high))
+
+    def __call__(self, x: Array) -> Array:
+        low, high = self.low.astype(x.dtype), self.high.astype(x.dtype)
+        inside = jnp.all((x >= low) & (x <= high))
+        log_volume = jnp.sum(jnp.broadcast_to(jnp.log(high - low), x.shape))
+        return jnp.where(inside, -log_volume, -jnp.inf)
+
+    def sample(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:
+        uniform = jax.random.uniform(rng_key, (num_chains, *self.low.shape), dtype)
+        return jnp.asarray(self.low, dtype) + uniform * jnp.asarray(self.high - self.low, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoPrior:
+    """The flat (improper) prior: log p = 0. The target must then be normalizable by itself."""
+
+    def __call__(self, x: ArrayTree) -> Array:
+        leaves = jax.tree_util.tree_leaves(x)
+        return jnp.zeros((), leaves[0].dtype if leaves else jnp.float32)
+
+
+standard_normal = StandardNormal
+diagonal_gaussian = DiagonalGaussian
+gaussian = Gaussian
+uniform_box = UniformBox
+none = NoPrior
