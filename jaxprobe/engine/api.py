@@ -456,7 +456,8 @@ def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, positi
     steps_per_chunk = chunk_size or max(1, math.ceil(num_warmup / 10))
     if not adapt:  # fixed parameters: warmup is burn-in, draws discarded
         for steps in _chunks(num_warmup, steps_per_chunk):
-            state, _, stats = _run_chunk(rng_key, state, kernel, logdensity_fn, steps, 1)
+            # One kept draw of `steps` transitions: burn-in draws are never stored.
+            state, _, stats = _run_chunk(rng_key, state, kernel, logdensity_fn, 1, steps)
             bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
         return core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
     is_slow, is_window_end = core.warmup_schedule(kernel, num_warmup)

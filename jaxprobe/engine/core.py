@@ -183,6 +183,27 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
 # ---------------------------------------------------------------- warmup
 
 
+def chain_sum(values: Array) -> Array:
+    """Sum over the leading chain axis by a fixed pairwise tree of elementwise adds.
+
+    A plain ``jnp.sum`` over a sharded axis is split into per-device partial sums
+    plus an all-reduce, whose rounding depends on the device count. Elementwise
+    adds are exact functions of their inputs wherever they run, so this tree
+    gives bit-identical cross-chain statistics on one device or many.
+    """
+    while values.shape[0] > 1:
+        if values.shape[0] % 2:
+            values = jnp.concatenate([values, jnp.zeros_like(values[:1])], axis=0)
+        pairs = values.reshape((values.shape[0] // 2, 2) + values.shape[1:])
+        values = pairs[:, 0] + pairs[:, 1]
+    return values[0]
+
+
+def chain_mean(values: Array) -> Array:
+    """Mean over the leading chain axis, bit-identical for any device count (see :func:`chain_sum`)."""
+    return chain_sum(values) / values.shape[0]
+
+
 class _Welford(NamedTuple):
     mean: Array  # (C, D)
     m2: Array  # (C, D)
@@ -214,7 +235,8 @@ def warmup_schedule(kernel: Any, num_steps: int) -> tuple[np.ndarray, np.ndarray
         return np.zeros((0,), bool), np.zeros((0,), bool)
     if not kernel.adapts_mass_matrix:
         return np.zeros((num_steps,), bool), np.zeros((num_steps,), bool)
-    schedule = np.asarray(build_schedule(num_steps), dtype=np.int64).reshape(num_steps, 2)
+    with jax.ensure_compile_time_eval():  # a constant even when called under jit
+        schedule = np.asarray(build_schedule(num_steps), dtype=np.int64).reshape(num_steps, 2)
     return schedule[:, 0] == 1, schedule[:, 1] == 1
 
 
@@ -225,7 +247,7 @@ def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float |
     da_init, _, _ = dual_averaging_adaptation(target)
     step_size = state.parameters["step_size"]
     num_chains = state.kernel_state.position.shape[0]
-    dual = da_init(jnp.mean(step_size)) if shared else jax.vmap(da_init)(jnp.broadcast_to(step_size, (num_chains,)))
+    dual = da_init(chain_mean(jnp.broadcast_to(step_size, (num_chains,)))) if shared else jax.vmap(da_init)(jnp.broadcast_to(step_size, (num_chains,)))
     position = state.kernel_state.position
     parameters = dict(state.parameters)
     parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position.dtype)  # () shared, (C,) per chain
@@ -239,9 +261,9 @@ def _regularized_variance(welford: _Welford, shared: bool) -> Array:
     count = welford.count
     if shared:
         num_chains = welford.mean.shape[0]
-        pooled_mean = jnp.mean(welford.mean, axis=0)
+        pooled_mean = chain_mean(welford.mean)
         # Chan et al.'s merge of equal-size per-chain Welford states.
-        m2 = jnp.sum(welford.m2, axis=0) + count * jnp.sum((welford.mean - pooled_mean) ** 2, axis=0)
+        m2 = chain_sum(welford.m2) + count * chain_sum((welford.mean - pooled_mean) ** 2)
         n = count * num_chains
         variance = jnp.broadcast_to(m2 / jnp.maximum(n - 1, 1), welford.mean.shape)
     else:
@@ -270,7 +292,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
         state, info = _transition(kernel, logdensity_fn, rng_key, state)
         stats = stats.add(info)
         if shared:
-            dual = da_update(dual, jnp.mean(info.acceptance_rate))
+            dual = da_update(dual, chain_mean(info.acceptance_rate))
         else:
             dual = jax.vmap(da_update)(dual, info.acceptance_rate)
 

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from blackjax.mcmc import dynamic_hmc as bj_dynamic_hmc
 from blackjax.mcmc import hmc as bj_hmc
+from blackjax.mcmc import metrics as bj_metrics
 from blackjax.mcmc import nuts as bj_nuts
 
 from jaxprobe.types import Array, PRNGKey
@@ -255,6 +256,29 @@ class RWMH:
         return 2.38 / dim**0.5 * 0.5
 
 
+def diagonal_metric(inverse_mass_matrix: Array) -> bj_metrics.Metric:
+    """BlackJAX's diagonal Gaussian-Euclidean metric with ``jnp.dot`` replaced by elementwise sums.
+
+    Under ``vmap`` a ``dot`` becomes a batched matmul whose CPU kernel, and so its
+    rounding, depends on how many chains share a device; a multiply-and-sum does
+    not. This keeps HMC/NUTS draws bit-identical for any device count.
+    """
+    metric = bj_metrics.gaussian_euclidean(inverse_mass_matrix)
+
+    def kinetic_energy(momentum: Array, position: Array | None = None) -> Array:
+        del position
+        return 0.5 * jnp.sum(inverse_mass_matrix * momentum * momentum)
+
+    def check_turning(momentum_left, momentum_right, momentum_sum, position_left=None, position_right=None):
+        del position_left, position_right
+        rho = momentum_sum - (momentum_right + momentum_left) / 2
+        turning_at_left = jnp.sum(inverse_mass_matrix * momentum_left * rho) <= 0
+        turning_at_right = jnp.sum(inverse_mass_matrix * momentum_right * rho) <= 0
+        return turning_at_left | turning_at_right
+
+    return metric._replace(kinetic_energy=kinetic_energy, check_turning=check_turning)
+
+
 def _vmapped_blackjax_step(kernel: Callable, rng_key: PRNGKey, state: Any, *per_chain_args: Any):
     keys = jax.random.split(rng_key, state.position.shape[0])
     return jax.vmap(kernel)(keys, state, *per_chain_args)
@@ -288,7 +312,7 @@ class HMC:
                 bj_hmc.HMCState(*chain_state),
                 safe,
                 step_size,
-                inverse_mass_matrix,
+                diagonal_metric(inverse_mass_matrix),
                 self.num_integration_steps,
             )
 
@@ -341,7 +365,7 @@ class NUTS:
                 bj_hmc.HMCState(*chain_state),
                 safe,
                 step_size,
-                inverse_mass_matrix,
+                diagonal_metric(inverse_mass_matrix),
                 self.max_num_doublings,
             )
 
@@ -405,7 +429,7 @@ class ChEES:
                 bj_dynamic_hmc.DynamicHMCState(*chain_state),
                 safe,
                 step_size,
-                inverse_mass_matrix,
+                diagonal_metric(inverse_mass_matrix),
                 (num_leapfrog_steps,),
             )
 

@@ -1,0 +1,842 @@
+#!/usr/bin/env python
+"""Throughput and ESS benchmark of jaxprobe against a hand-written limit and peer libraries.
+
+One process, one target for every row: a prediction-risky probe of a fixed
+random MLP (30 → 64 → 64 → 1, tanh hidden, sigmoid output),
+``G(x) = (f(x) − 0.5)²``, ``log p(x) = −G(x)/τ − ½|x|²`` with τ = 0.01, float32,
+fixed step size for the throughput rows. Compile time is excluded everywhere
+it can be (see the notes written into the results for where it cannot).
+
+Sections
+--------
+1. Throughput (chain-steps/s) of jaxprobe MALA (``core.run`` through the jitted
+   ``api._run_chunk``, thin = 1 and thin = 10, same number of transitions) against
+   "the limit": a jitted ``lax.scan`` doing one vmapped ``value_and_grad`` per
+   chain per step plus the unadjusted Langevin update, noise drawn as one flat
+   batched call per step.
+2. Peers at the same C, step size and target: BlackJAX MALA, NumPyro HMC with one
+   leapfrog step (its vectorized kernel in our own jitted scan, and
+   ``MCMC.run(chain_method="vectorized")``), a hand-written PyTorch MALA, and
+   "paper-style" MALA with two gradients per step.
+3. ESS per second and per gradient evaluation of the adaptive samplers
+   (``jaxprobe.sample``) against NumPyro NUTS, for ``x[0]`` and the probe output f(x).
+
+Timing protocol: all candidates of one C are built and compiled first, then
+called in ONE interleaved loop (the order rotates every repetition) and the
+minimum over repetitions is kept, because the machine is shared and noisy.
+Ratios are always of times measured side by side in this loop.
+
+Usage::
+
+    PYTHONPATH=. python benchmarks/throughput.py            # full run, several minutes
+    PYTHONPATH=. python benchmarks/throughput.py --quick    # smoke run, small sizes
+    PYTHONPATH=. python benchmarks/throughput.py --out DIR  # write results elsewhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxprobe
+from jaxprobe.engine import api, core, kernels
+
+# ------------------------------------------------------------------ configuration
+
+DIM = 30  # input dimension d of the MLP = dimension of the sampled position
+HIDDEN = 64
+TEMPERATURE = 0.01
+STEP_SIZE = 0.05  # MALA step size ε of every throughput row
+TARGET_SECONDS = 0.25  # each timed call of the limit lasts about this long (so ≥ ~0.2 s)
+# Ratio targets jaxprobe-MALA-time / limit-time, by the smallest C they apply to.
+RATIO_TARGETS = ((1024, 1.10), (64, 1.15), (1, 1.30))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    chain_counts: tuple[int, ...]
+    repetitions: int
+    target_seconds: float | None  # each calibrated call lasts about this long; None: small fixed step counts
+    ess_warmup: int
+    ess_samples: int
+    ess_chains: int  # chains of the ESS rows compared with NumPyro (64 in the full run)
+    ess_chains_large: int | None  # chains of the large ChEES row (None: no such row)
+
+
+FULL = Config((1, 64, 1024, 8192), 9, TARGET_SECONDS, 500, 1000, 64, 512)
+QUICK = Config((1, 64), 3, None, 100, 100, 16, None)  # smoke run: no calibration compiles
+
+
+def ratio_target(num_chains: int) -> float:
+    return next(limit for smallest, limit in RATIO_TARGETS if num_chains >= smallest)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ the target
+
+
+def make_target(seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:
+    """Fixed random MLP weights, the probe output f(x) and the log density of one position.
+
+    Weights and biases are N(0, 1/fan_in) from a seeded key. Returns
+    ``(weights, probe, logdensity)``; ``probe`` and ``logdensity`` map one ``(D,)``
+    position to a scalar. The same ``logdensity`` object is used by every JAX
+    row, so that ``jaxprobe.sample`` reuses its compiled programs on a second call.
+    """
+    keys = jax.random.split(jax.random.key(seed), 6)
+    shapes = [(DIM, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, 1)]
+    weights = {}
+    for i, (fan_in, fan_out) in enumerate(shapes):
+        scale = 1.0 / math.sqrt(fan_in)
+        weights[f"w{i}"] = np.asarray(jax.random.normal(keys[i], (fan_in, fan_out), jnp.float32) * scale)
+        weights[f"b{i}"] = np.asarray(jax.random.normal(keys[3 + i], (fan_out,), jnp.float32) * scale)
+    params = {name: jnp.asarray(value) for name, value in weights.items()}
+
+    def probe(x):
+        h = jnp.tanh(x @ params["w0"] + params["b0"])
+        h = jnp.tanh(h @ params["w1"] + params["b1"])
+        return jax.nn.sigmoid(h @ params["w2"] + params["b2"])[0]
+
+    def G(x):  # prediction-risky probe: the model is maximally unsure at f(x) = 0.5
+        return (probe(x) - 0.5) ** 2
+
+    logdensity = jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
+    return weights, probe, logdensity
+
+
+def initial_positions(num_chains: int, seed: int = 1) -> jax.Array:
+    """Draws from the standard-normal prior, shared by every row with this C."""
+    return jax.random.normal(jax.random.key(seed), (num_chains, DIM), jnp.float32)
+
+
+# ------------------------------------------------------------------ timing helpers
+
+
+class CompileCounter:
+    """Counts XLA backend compilations (a JAX monitoring event) to show what recompiled."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+    def _listen(self, event: str, duration: float, **_: Any) -> None:
+        if event == self.EVENT:
+            self.count += 1
+            self.seconds += duration
+
+    def snapshot(self) -> tuple[int, float]:
+        return self.count, self.seconds
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One timed row: ``call()`` does ``steps`` transitions of C chains and blocks until done."""
+
+    name: str
+    num_chains: int
+    steps: int
+    call: Callable[[], Any]
+    acceptance: Callable[[Any], float] | None = None  # from call()'s result, where it reports one
+    times: list[float] = dataclasses.field(default_factory=list)
+    acceptance_rate: float | None = None
+
+    @property
+    def seconds_per_step(self) -> float:
+        return min(self.times) / self.steps
+
+    @property
+    def chain_steps_per_second(self) -> float:
+        return self.num_chains / self.seconds_per_step
+
+
+def measure_once(call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def calibrate(build: Callable[[int], Callable[[], Any]], probe_steps: int, target_seconds: float | None,
+              multiple: int = 10) -> int:
+    """Number of steps (a multiple of ``multiple``) for which one call takes about ``target_seconds``.
+
+    Builds the program at ``probe_steps`` (compiling it), times the second and third
+    calls and scales. Rough on purpose: the final timing is the interleaved loop.
+    """
+    if target_seconds is None:  # smoke run: no calibration, a small fixed count
+        return max(multiple, probe_steps // 10 // multiple * multiple)
+    call = build(probe_steps)
+    call()  # compile
+    seconds = min(measure_once(call) for _ in range(2))
+    steps = target_seconds / max(seconds / probe_steps, 1e-9)
+    return max(multiple, int(math.ceil(steps / multiple)) * multiple)
+
+
+def median_paired_ratio(candidate: Candidate, reference: Candidate) -> float:
+    """Median over repetitions of the per-step time ratio within one repetition: a noise check on the min ratio."""
+    return float(np.median([(a / candidate.steps) / (b / reference.steps)
+                            for a, b in zip(candidate.times, reference.times)]))
+
+
+def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
+    """Warm every candidate, then time them in one loop, rotating the order each repetition."""
+    for candidate in candidates:
+        result = candidate.call()  # compile / warm caches outside the timed loop
+        if candidate.acceptance is not None:
+            candidate.acceptance_rate = float(candidate.acceptance(result))
+    for repetition in range(repetitions):
+        shift = repetition % len(candidates)
+        for candidate in candidates[shift:] + candidates[:shift]:
+            candidate.times.append(measure_once(candidate.call))
+
+
+# ------------------------------------------------------------------ JAX candidates (all jitted lax.scan)
+
+
+def build_limit(logdensity, x0, step_size):
+    """The limit: one vmapped value_and_grad per chain per step + the unadjusted Langevin update."""
+    num_chains, dim = x0.shape
+    value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
+    noise_scale = math.sqrt(2.0 * step_size)
+
+    def build(steps):
+        @jax.jit
+        def run(key, x):
+            def step(x, t):
+                _, grad = value_and_grad(x)
+                # One flat batched normal call per step (about 1.5x cheaper than a shaped one on CPU).
+                noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
+                return x + step_size * grad + noise_scale * noise, None
+
+            x, _ = jax.lax.scan(step, x, jnp.arange(steps))
+            return x
+
+        key = jax.random.key(2)
+        return lambda: jax.block_until_ready(run(key, x0))
+
+    return build
+
+
+def build_jaxprobe_mala(logdensity, x0, step_size, thin):
+    """jaxprobe MALA through ``api._run_chunk`` (= jit of ``core.run``); every call starts from the same state."""
+    kernel = kernels.MALA()
+    num_chains, dim = x0.shape
+    parameters = core.default_parameters(kernel, num_chains, dim, jnp.float32, step_size=step_size)
+    state0 = jax.block_until_ready(api._init(kernel, logdensity, x0, parameters))
+
+    def build(steps):
+        if steps % thin:
+            raise ValueError(f"steps={steps} is not a multiple of thin={thin}")
+        key = jax.random.key(2)
+        return lambda: jax.block_until_ready(
+            api._run_chunk(key, state0, kernel, logdensity, steps // thin, thin))
+
+    def acceptance(result):
+        _, _, stats = result
+        return float(jnp.mean(stats.acceptance_rate_sum) / stats.num_steps)
+
+    return build, acceptance
+
+
+def build_blackjax_mala(logdensity, x0, step_size):
+    """BlackJAX's MALA step vmapped over chains with per-chain keys (split per step) in a jitted scan."""
+    import blackjax
+
+    algorithm = blackjax.mala(logdensity, step_size)
+    num_chains = x0.shape[0]
+    state0 = jax.block_until_ready(jax.vmap(algorithm.init)(x0))
+    vmapped_step = jax.vmap(algorithm.step)
+
+    def build(steps):
+        @jax.jit
+        def run(key, state):
+            def step(carry, _):
+                key, state, acceptance_sum = carry
+                key, subkey = jax.random.split(key)
+                state, info = vmapped_step(jax.random.split(subkey, num_chains), state)
+                return (key, state, acceptance_sum + info.acceptance_rate), None
+
+            carry0 = (key, state, jnp.zeros((num_chains,), jnp.float32))
+            (_, state, acceptance_sum), _ = jax.lax.scan(step, carry0, None, length=steps)
+            return state, jnp.mean(acceptance_sum) / steps
+
+        key = jax.random.key(2)
+        return lambda: jax.block_until_ready(run(key, state0))
+
+    return build, lambda result: result[1]
+
+
+def build_paper_style(logdensity, x0, step_size):
+    """MALA as the probing paper's code writes it: two gradients per step.
+
+    Single chain (vmapped over chains for C > 1, for reference): each step
+    recomputes value_and_grad at the current point, then at the proposal; keys
+    are split per step from a key carried in the scan.
+    """
+    value_and_grad = jax.value_and_grad(logdensity)
+    dim = x0.shape[1]
+
+    def one_chain(key, x, steps):
+        def log_q(to, frm, grad_frm):  # log q(to | from) up to a constant
+            return -jnp.sum((to - frm - step_size * grad_frm) ** 2) / (4.0 * step_size)
+
+        def step(carry, _):
+            key, x, acceptance_sum = carry
+            key, key_noise, key_accept = jax.random.split(key, 3)
+            value, grad = value_and_grad(x)  # recomputed every step (the second gradient)
+            proposal = x + step_size * grad + jnp.sqrt(2.0 * step_size) * jax.random.normal(key_noise, (dim,))
+            proposal_value, proposal_grad = value_and_grad(proposal)
+            log_ratio = proposal_value - value + log_q(x, proposal, proposal_grad) - log_q(proposal, x, grad)
+            accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
+            acceptance = jnp.exp(jnp.minimum(log_ratio, 0.0))
+            return (key, jnp.where(accept, proposal, x), acceptance_sum + acceptance), None
+
+        (_, x, acceptance_sum), _ = jax.lax.scan(step, (key, x, jnp.zeros(())), None, length=steps)
+        return x, acceptance_sum / steps
+
+    def build(steps):
+        run = jax.jit(jax.vmap(lambda key, x: one_chain(key, x, steps)))
+        keys = jax.random.split(jax.random.key(2), x0.shape[0])
+        return lambda: jax.block_until_ready(run(keys, x0))
+
+    return build, lambda result: jnp.mean(result[1])
+
+
+def numpyro_potential(logdensity):
+    return lambda x: -logdensity(x)
+
+
+def make_numpyro_hmc(logdensity, step_size):
+    """NumPyro HMC with ONE leapfrog step and no adaptation (= MALA with ε = h²/2).
+
+    ``trajectory_length=None`` is needed: the default 2π trajectory would make
+    the single step 2π long and nothing would be accepted.
+    """
+    from numpyro.infer import HMC
+
+    return HMC(potential_fn=numpyro_potential(logdensity), step_size=step_size, num_steps=1,
+               adapt_step_size=False, adapt_mass_matrix=False, trajectory_length=None)
+
+
+def build_numpyro_kernel(logdensity, x0, leapfrog_step):
+    """NumPyro's vectorized HMC kernel (batched ``init``, vmapped ``sample``) in our own jitted scan."""
+    num_chains = x0.shape[0]
+    hmc = make_numpyro_hmc(logdensity, leapfrog_step)  # a fresh object: batched init wraps sample in vmap
+    # Batched (legacy uint32) keys make HMC.init vmap the init and the sample function over chains.
+    state0 = jax.block_until_ready(
+        hmc.init(jax.random.split(jax.random.PRNGKey(3), num_chains), num_warmup=0, init_params=x0,
+                 model_args=(), model_kwargs={}))
+
+    def build(steps):
+        @jax.jit
+        def run(state):
+            state, _ = jax.lax.scan(lambda s, _: (hmc.sample(s, (), {}), None), state, None, length=steps)
+            return state
+
+        return lambda: jax.block_until_ready(run(state0))
+
+    # mean_accept_prob is NumPyro's running mean over post-warmup iterations (all of them here).
+    return build, lambda state: jnp.mean(state.mean_accept_prob)
+
+
+def run_numpyro_mcmc(logdensity, x0, leapfrog_step, steps, counter):
+    """``numpyro.infer.MCMC(..., chain_method="vectorized").run`` wall time, first and second call.
+
+    MCMC.run builds and compiles its program on every call, so the second call's
+    wall time includes compilation; we count the backend compilations to show it.
+    """
+    from numpyro.infer import MCMC
+
+    num_chains = x0.shape[0]
+    mcmc = MCMC(make_numpyro_hmc(logdensity, leapfrog_step), num_warmup=0, num_samples=steps,
+                num_chains=num_chains, chain_method="vectorized", progress_bar=False)
+    walls, compiles = [], []
+    for call in range(2):
+        before = counter.snapshot()
+        start = time.perf_counter()
+        # With one chain NumPyro expects unbatched initial parameters.
+        mcmc.run(jax.random.PRNGKey(4 + call), init_params=x0 if num_chains > 1 else x0[0],
+                 extra_fields=("accept_prob",))
+        jax.block_until_ready(mcmc.get_samples())
+        walls.append(time.perf_counter() - start)
+        after = counter.snapshot()
+        compiles.append((after[0] - before[0], after[1] - before[1]))
+    return {
+        "name": "numpyro MCMC.run (vectorized)",
+        "num_chains": num_chains,
+        "steps": steps,
+        "first_call_s": walls[0],
+        "second_call_s": walls[1],
+        "second_call_compilations": compiles[1][0],
+        "second_call_compile_s": compiles[1][1],
+        "chain_steps_per_s": num_chains * steps / walls[1],
+        "acceptance_rate": float(np.mean(mcmc.get_extra_fields()["accept_prob"])),
+    }
+
+
+# ------------------------------------------------------------------ PyTorch candidate
+
+
+def build_torch_mala(weights, x0, step_size, num_threads):
+    """Hand-written batched MALA in PyTorch (CPU, eager): one autograd gradient per step.
+
+    The gradient at the current state is carried, like jaxprobe. Eager PyTorch
+    has no compiled loop, so the steps are a Python loop — the way a PyTorch
+    user would write it. ``num_threads`` is set at the start of every call: two
+    rows (2 threads, as asked, and 1 thread) share the process, because on a
+    loaded 2-core machine PyTorch's 2-thread OpenMP/MKL runs can slow down
+    10-30x while the 1-thread runs stay stable.
+    """
+    import torch
+
+    w = {name: torch.from_numpy(np.array(value)) for name, value in weights.items()}
+    const = 0.5 * DIM * math.log(2.0 * math.pi)  # the normalizing constant of StandardNormal, for parity
+
+    def logdensity(x):  # (C, D) -> (C,)
+        h = torch.tanh(x @ w["w0"] + w["b0"])
+        h = torch.tanh(h @ w["w1"] + w["b1"])
+        f = torch.sigmoid(h @ w["w2"] + w["b2"])[:, 0]
+        return -((f - 0.5) ** 2) / TEMPERATURE - 0.5 * (x * x).sum(-1) - const
+
+    def value_and_grad(x):
+        x = x.detach().requires_grad_(True)
+        with torch.enable_grad():
+            value = logdensity(x)
+            (grad,) = torch.autograd.grad(value.sum(), x)
+        return value.detach(), grad
+
+    x_init = torch.from_numpy(np.array(x0))
+    value_init, grad_init = value_and_grad(x_init)
+    num_chains, dim = x_init.shape
+    noise_scale = math.sqrt(2.0 * step_size)
+
+    def build(steps):
+        def run():
+            torch.set_num_threads(num_threads)
+            generator = torch.Generator().manual_seed(5)
+            x, value, grad = x_init, value_init, grad_init
+            acceptance_sum = torch.zeros(num_chains)
+            with torch.no_grad():
+                for _ in range(steps):
+                    noise = torch.randn(num_chains, dim, generator=generator)
+                    log_uniform = torch.rand(num_chains, generator=generator).log()
+                    proposal = x + step_size * grad + noise_scale * noise
+                    proposal_value, proposal_grad = value_and_grad(proposal)
+                    reverse = x - proposal - step_size * proposal_grad
+                    log_ratio = (proposal_value - value - (reverse * reverse).sum(-1) / (4.0 * step_size)
+                                 + 0.5 * (noise * noise).sum(-1))
+                    accept = log_uniform < log_ratio
+                    acceptance_sum += torch.exp(torch.clamp(log_ratio, max=0.0))
+                    keep = accept[:, None]
+                    x = torch.where(keep, proposal, x)
+                    value = torch.where(accept, proposal_value, value)
+                    grad = torch.where(keep, proposal_grad, grad)
+            return float(acceptance_sum.mean()) / steps
+
+        return run
+
+    return build, lambda result: result
+
+
+# ------------------------------------------------------------------ section 1 + 2: throughput
+
+
+def optional(name: str):
+    """Import an optional peer; ``None`` (recorded as "not installed") when it is missing."""
+    try:
+        return __import__(name)
+    except Exception as error:  # noqa: BLE001 - any import failure means the row is skipped
+        log(f"{name} not available: {type(error).__name__}: {error}")
+        return None
+
+
+def probe_steps_for(num_chains: int) -> int:
+    """Steps of the calibration call: long enough that dispatch overhead does not dominate."""
+    return max(10, min(2000, 200_000 // num_chains))
+
+
+def throughput_section(config: Config, weights, logdensity, counter: CompileCounter) -> dict[str, Any]:
+    have = {name: optional(name) is not None for name in ("blackjax", "numpyro", "torch")}
+    rows, peers, mcmc_rows = [], [], []
+    # HMC with one leapfrog step h is MALA with ε = h²/2: the same proposal as our MALA rows.
+    leapfrog_step = math.sqrt(2.0 * STEP_SIZE)
+    target_seconds = config.target_seconds
+    for num_chains in config.chain_counts:
+        x0 = initial_positions(num_chains)
+        probe_steps = probe_steps_for(num_chains)
+        log(f"throughput C={num_chains}: calibrating")
+        limit_build = build_limit(logdensity, x0, STEP_SIZE)
+        steps = calibrate(limit_build, probe_steps, target_seconds)
+        candidates = [Candidate("limit", num_chains, steps, limit_build(steps))]
+        for thin in (1, 10):
+            build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, thin)
+            candidates.append(Candidate(f"jaxprobe mala thin={thin}", num_chains, steps, build(steps), acceptance))
+
+        # Peers get their own step count (so each call also lasts about target_seconds).
+        peer_builders: list[tuple[str, Any]] = []
+        if have["blackjax"]:
+            peer_builders.append(("blackjax mala", build_blackjax_mala(logdensity, x0, STEP_SIZE)))
+        if have["numpyro"]:
+            peer_builders.append(("numpyro hmc(1 leapfrog) kernel",
+                                  build_numpyro_kernel(logdensity, x0, leapfrog_step)))
+        if have["torch"]:
+            for threads in (2, 1):
+                peer_builders.append((f"pytorch mala (eager, {threads} thread{'s' if threads > 1 else ''})",
+                                      build_torch_mala(weights, x0, STEP_SIZE, threads)))
+        if num_chains in (1, 64):
+            peer_builders.append(("paper-style mala (2 grads/step)" + (" vmapped" if num_chains > 1 else ""),
+                                  build_paper_style(logdensity, x0, STEP_SIZE)))
+        numpyro_steps = None
+        for name, (build, acceptance) in peer_builders:
+            peer_steps = calibrate(build, max(10, probe_steps // 4), target_seconds)
+            if name.startswith("numpyro"):
+                numpyro_steps = peer_steps
+            candidates.append(Candidate(name, num_chains, peer_steps, build(peer_steps), acceptance))
+
+        log(f"throughput C={num_chains}: {steps} steps, timing {len(candidates)} candidates "
+            f"x {config.repetitions} repetitions")
+        time_interleaved(candidates, config.repetitions)
+        by_name = {candidate.name: candidate for candidate in candidates}
+        limit = by_name["limit"]
+        reference = by_name["jaxprobe mala thin=1"]
+        row = {"num_chains": num_chains, "steps": steps, "limit_chain_steps_per_s": limit.chain_steps_per_second,
+               "target_ratio": ratio_target(num_chains), "acceptance_rate": reference.acceptance_rate}
+        for thin in (1, 10):
+            candidate = by_name[f"jaxprobe mala thin={thin}"]
+            ratio = candidate.seconds_per_step / limit.seconds_per_step
+            row[f"thin{thin}"] = {"chain_steps_per_s": candidate.chain_steps_per_second, "ratio_to_limit": ratio,
+                                  "median_paired_ratio": median_paired_ratio(candidate, limit),
+                                  "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times}
+        row["limit_times_s"] = limit.times
+        rows.append(row)
+        for candidate in candidates[3:]:
+            peers.append({"name": candidate.name, "num_chains": num_chains, "steps": candidate.steps,
+                          "chain_steps_per_s": candidate.chain_steps_per_second,
+                          "time_ratio_to_jaxprobe_thin1": candidate.seconds_per_step / reference.seconds_per_step,
+                          "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times})
+        log(f"  limit {limit.chain_steps_per_second:,.0f}/s; jaxprobe thin=1 ratio {row['thin1']['ratio_to_limit']:.3f}, "
+            f"thin=10 ratio {row['thin10']['ratio_to_limit']:.3f}")
+        if have["numpyro"]:
+            log(f"throughput C={num_chains}: numpyro MCMC.run")
+            mcmc_rows.append(run_numpyro_mcmc(logdensity, x0, leapfrog_step, numpyro_steps, counter))
+            mcmc_rows[-1]["time_ratio_to_jaxprobe_thin1"] = (
+                num_chains / mcmc_rows[-1]["chain_steps_per_s"] / reference.seconds_per_step)
+    return {"rows": rows, "peers": peers, "numpyro_mcmc": mcmc_rows,
+            "installed": {name: ("yes" if ok else "not installed") for name, ok in have.items()},
+            "numpyro_leapfrog_step": leapfrog_step}
+
+
+# ------------------------------------------------------------------ section 3: ESS
+
+
+def ess_of(positions: np.ndarray, probe) -> tuple[float, float]:
+    """Bulk ESS (BlackJAX) of x[0] and of the probe output f(x), positions ``(C, N, D)``."""
+    from blackjax.diagnostics import ess_bulk
+
+    outputs = jax.jit(jax.vmap(jax.vmap(probe)))(jnp.asarray(positions))
+    return float(ess_bulk(jnp.asarray(positions[:, :, 0]))), float(ess_bulk(outputs))
+
+
+def ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+    """Two identical ``jaxprobe.sample`` calls (new key); the second is timed (programs cached)."""
+    x0 = initial_positions(num_chains)
+    walls, samples = [], None
+    for call in range(2):
+        before = counter.snapshot()
+        start = time.perf_counter()
+        samples = jaxprobe.sample(10 + call, logdensity, x0, sampler=sampler, num_samples=config.ess_samples,
+                                  num_warmup=config.ess_warmup, progress=False)
+        walls.append(time.perf_counter() - start)
+        compilations = counter.snapshot()[0] - before[0]
+    ess_x0, ess_f = ess_of(samples.positions, probe)
+    return {"name": f"jaxprobe {sampler}", "num_chains": num_chains, "first_call_s": walls[0],
+            "wall_s": walls[1], "second_call_compilations": compilations,
+            "gradient_evaluations": int(np.sum(samples.num_gradient_evaluations)),
+            "acceptance_rate": float(np.mean(samples.acceptance_rate)),
+            "step_size": float(np.mean(samples.step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
+
+
+def ess_numpyro_nuts(num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+    """NumPyro NUTS (chain_method="vectorized"), ``mcmc.run`` twice; the second is timed."""
+    from numpyro.infer import MCMC, NUTS
+
+    x0 = initial_positions(num_chains)
+    mcmc = MCMC(NUTS(potential_fn=numpyro_potential(logdensity)), num_warmup=config.ess_warmup,
+                num_samples=config.ess_samples, num_chains=num_chains, chain_method="vectorized",
+                progress_bar=False)
+    walls = []
+    for call in range(2):
+        before = counter.snapshot()
+        start = time.perf_counter()
+        mcmc.run(jax.random.PRNGKey(20 + call), init_params=x0, extra_fields=("num_steps", "accept_prob"))
+        positions = np.asarray(mcmc.get_samples(group_by_chain=True))  # (C, N, D)
+        walls.append(time.perf_counter() - start)
+        compilations = counter.snapshot()[0] - before[0]
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    ess_x0, ess_f = ess_of(positions, probe)
+    return {"name": "numpyro nuts (vectorized)", "num_chains": num_chains, "first_call_s": walls[0],
+            "wall_s": walls[1], "second_call_compilations": compilations,
+            "gradient_evaluations": int(np.sum(extra["num_steps"])),
+            "acceptance_rate": float(np.mean(extra["accept_prob"])),
+            "step_size": float(np.mean(mcmc.last_state.adapt_state.step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
+
+
+def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+    """NumPyro's NUTS kernel (batched ``init``, vmapped ``sample``) in our own jitted scan, called twice.
+
+    The same algorithm as ``MCMC.run(chain_method="vectorized")`` — NumPyro's
+    kernel adapts step size and diagonal mass matrix inside ``sample`` during the
+    first ``num_warmup`` iterations — but compiled once, so the timed second call
+    measures sampling alone: the fairest NumPyro NUTS timing we can make.
+    """
+    from numpyro.infer import NUTS
+
+    x0 = initial_positions(num_chains)
+    warmup, draws = config.ess_warmup, config.ess_samples
+
+    @jax.jit
+    def run(key):
+        # A fresh kernel per trace: a second batched init on the same object would wrap sample in vmap again.
+        nuts = NUTS(potential_fn=numpyro_potential(logdensity))
+        state = nuts.init(jax.random.split(key, num_chains), num_warmup=warmup, init_params=x0, model_args=(),
+                          model_kwargs={})
+        step = lambda state, _: (nuts.sample(state, (), {}), None)
+        state, _ = jax.lax.scan(step, state, None, length=warmup)
+
+        def draw(state, _):
+            state = nuts.sample(state, (), {})
+            return state, (state.z, state.num_steps, state.accept_prob)
+
+        state, (z, num_steps, accept_prob) = jax.lax.scan(draw, state, None, length=draws)
+        return jnp.swapaxes(z, 0, 1), num_steps, accept_prob, state.adapt_state.step_size
+
+    walls = []
+    for call in range(2):
+        before = counter.snapshot()
+        start = time.perf_counter()
+        z, num_steps, accept_prob, step_size = run(jax.random.PRNGKey(30 + call))
+        positions = np.asarray(z)  # (C, N, D), copied to the host like the other rows
+        walls.append(time.perf_counter() - start)
+        compilations = counter.snapshot()[0] - before[0]
+    ess_x0, ess_f = ess_of(positions, probe)
+    return {"name": "numpyro nuts kernel (jitted scan)", "num_chains": num_chains, "first_call_s": walls[0],
+            "wall_s": walls[1], "second_call_compilations": compilations,
+            "gradient_evaluations": int(np.sum(num_steps)), "acceptance_rate": float(np.mean(accept_prob)),
+            "step_size": float(np.mean(step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
+
+
+def ess_section(config: Config, logdensity, probe, counter: CompileCounter) -> dict[str, Any]:
+    rows = []
+    plan = [("chees", config.ess_chains), ("chees", config.ess_chains_large), ("nuts", config.ess_chains),
+            ("mala", config.ess_chains)]
+    plan = [(sampler, num_chains) for sampler, num_chains in plan if num_chains is not None]
+    for sampler, num_chains in plan:
+        log(f"ESS: jaxprobe {sampler} x{num_chains}")
+        rows.append(ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter))
+    if optional("numpyro") is not None:
+        log(f"ESS: numpyro nuts x{config.ess_chains}")
+        rows.append(ess_numpyro_nuts(config.ess_chains, config, logdensity, probe, counter))
+        log(f"ESS: numpyro nuts kernel x{config.ess_chains}")
+        rows.append(ess_numpyro_nuts_kernel(config.ess_chains, config, logdensity, probe, counter))
+    for row in rows:
+        for what in ("x0", "f"):
+            row[f"ess_{what}_per_s"] = row[f"ess_{what}"] / row["wall_s"]
+            row[f"ess_{what}_per_grad"] = row[f"ess_{what}"] / max(row["gradient_evaluations"], 1)
+    # ESS/s relative to both NumPyro rows: MCMC.run (the issue's reference, recompiles on every
+    # call) and the kernel in a jitted scan (compiled once: the stricter comparison).
+    references = {"numpyro": "numpyro nuts (vectorized)", "numpyro_kernel": "numpyro nuts kernel (jitted scan)"}
+    for label, name in references.items():
+        reference = next((row for row in rows if row["name"] == name), None)
+        if reference is None:
+            continue
+        for row in rows:
+            for what in ("x0", "f"):
+                row[f"ess_{what}_per_s_vs_{label}"] = row[f"ess_{what}_per_s"] / reference[f"ess_{what}_per_s"]
+    return {"rows": rows, "num_warmup": config.ess_warmup, "num_samples": config.ess_samples}
+
+
+def chees_targets(rows: list[dict[str, Any]], config: Config) -> list[dict[str, Any]]:
+    """The issue's target, ChEES ESS/s ≥ 2× NumPyro NUTS, for each ChEES row against each NumPyro row."""
+    references = {"numpyro": "NumPyro NUTS MCMC.run", "numpyro_kernel": "NumPyro NUTS kernel (jitted scan)"}
+    checks = []
+    for row in rows:
+        if row["name"] != "jaxprobe chees":
+            continue
+        for label, reference in references.items():
+            if f"ess_x0_per_s_vs_{label}" in row:
+                checks.append({"num_chains": row["num_chains"], "reference": reference,
+                               "reference_chains": config.ess_chains,
+                               "x0": row[f"ess_x0_per_s_vs_{label}"], "f": row[f"ess_f_per_s_vs_{label}"]})
+    return checks
+
+
+# ------------------------------------------------------------------ output
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "jaxprobe": jaxprobe.__version__}
+    for name in ("jax", "jaxlib", "blackjax", "numpyro", "torch", "numpy"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception:  # noqa: BLE001
+            out[name] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as stream:
+            model = next((line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "jax_devices": [str(device) for device in jax.devices()]}
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["# jaxprobe throughput benchmark", "",
+             f"{results['date']} · {results['machine']['cpu_model']} ({results['machine']['cpu_count']} cores) · "
+             f"jax {results['versions']['jax']}, blackjax {results['versions']['blackjax']}, "
+             f"numpyro {results['versions']['numpyro']}, torch {results['versions']['torch']}"
+             + (" · **--quick (smoke run, not representative)**" if results["quick"] else ""), "",
+             f"Target: MLP probe 30→64→64→1, G = (f(x) − 0.5)², τ = {TEMPERATURE}, N(0, I) prior, float32, "
+             f"MALA step size {STEP_SIZE}. Times: min over {results['config']['repetitions']} interleaved "
+             "repetitions, compile excluded.", "",
+             "## 1. jaxprobe MALA vs the limit (chain-steps/s; ratio = jaxprobe time / limit time)", "",
+             "PASS/FAIL uses the ratio of min times; (in brackets) the median over repetitions of the ratio within "
+             "one repetition, to show how noisy the machine was.", "",
+             "| C | steps/call | limit | jaxprobe thin=1 | ratio | jaxprobe thin=10 | ratio | target | thin=1 | thin=10 "
+             "| acceptance |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|:---:|---:|"]
+    for row in results["throughput"]["rows"]:
+        t1, t10 = row["thin1"], row["thin10"]
+        lines.append(
+            f"| {row['num_chains']} | {row['steps']} | {fmt(row['limit_chain_steps_per_s'])} | "
+            f"{fmt(t1['chain_steps_per_s'])} | {t1['ratio_to_limit']:.3f} ({t1['median_paired_ratio']:.3f}) | "
+            f"{fmt(t10['chain_steps_per_s'])} | {t10['ratio_to_limit']:.3f} ({t10['median_paired_ratio']:.3f}) | "
+            f"≤ {row['target_ratio']:.2f} | {'PASS' if t1['pass'] else 'FAIL'} | "
+            f"{'PASS' if t10['pass'] else 'FAIL'} | {row['acceptance_rate']:.3f} |")
+    lines += ["", "## 2. Peers (same C, target and step size; ratio = peer time / jaxprobe MALA thin=1 time, "
+                  "> 1 means jaxprobe is faster)", "",
+              "| C | peer | steps/call | chain-steps/s | ratio | acceptance |", "|---:|---|---:|---:|---:|---:|"]
+    for peer in results["throughput"]["peers"]:
+        lines.append(f"| {peer['num_chains']} | {peer['name']} | {peer['steps']} | {fmt(peer['chain_steps_per_s'])} | "
+                     f"{peer['time_ratio_to_jaxprobe_thin1']:.2f} | {fmt(peer['acceptance_rate'])} |")
+    for mcmc in results["throughput"]["numpyro_mcmc"]:
+        lines.append(
+            f"| {mcmc['num_chains']} | {mcmc['name']}, 2nd call wall time incl. "
+            f"{mcmc['second_call_compilations']} recompilations ({mcmc['second_call_compile_s']:.1f} s) | "
+            f"{mcmc['steps']} | {fmt(mcmc['chain_steps_per_s'])} | {mcmc['time_ratio_to_jaxprobe_thin1']:.2f} | "
+            f"{fmt(mcmc['acceptance_rate'])} |")
+    for name, status in results["throughput"]["installed"].items():
+        if status != "yes":
+            lines.append(f"| – | {name} | – | not installed | – | – |")
+    lines += ["", f"NumPyro HMC uses one leapfrog step h = √(2ε) = {results['throughput']['numpyro_leapfrog_step']:.4f}: "
+                  "the same proposal as MALA with ε, so its acceptance should match. Peers store no draws; jaxprobe "
+                  "thin=1 stores every draw. PyTorch runs eagerly with a Python loop over steps; its 2-thread row can "
+                  "collapse when the 2 cores are shared with other work (OpenMP/MKL threads wait on a busy core), "
+                  "the 1-thread row shows the stable figure. NumPyro `MCMC.run` "
+                  "builds and compiles its program on every call, so its row is one second call, compile included.", ""]
+    ess = results["ess"]
+    lines += [f"## 3. ESS (bulk, BlackJAX) — {ess['num_warmup']} warmup + {ess['num_samples']} draws per chain", "",
+              "Wall = a second call of the whole run (warmup + sampling + copy to host). Grad evals: sampling phase "
+              "only. Last four columns: ESS/s relative to NumPyro NUTS `MCMC.run` (recompiles on every call) and "
+              "to NumPyro's NUTS kernel in a jitted scan (compiled once).", "",
+              "| sampler | C | wall s | compiles in 2nd call | grad evals | acc. | ESS x[0] | ESS f | ESS/s x[0] | "
+              "ESS/s f | ESS/grad x[0] | ESS/grad f | vs MCMC.run x[0] | vs MCMC.run f | vs kernel x[0] | "
+              "vs kernel f |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in ess["rows"]:
+        lines.append(
+            f"| {row['name']} | {row['num_chains']} | {row['wall_s']:.2f} | {row['second_call_compilations']} | "
+            f"{row['gradient_evaluations']:,} | {row['acceptance_rate']:.2f} | {fmt(row['ess_x0'])} | "
+            f"{fmt(row['ess_f'])} | {fmt(row['ess_x0_per_s'])} | {fmt(row['ess_f_per_s'])} | "
+            f"{row['ess_x0_per_grad']:.3f} | {row['ess_f_per_grad']:.3f} | "
+            + " | ".join(fmt(row.get(f"ess_{what}_per_s_vs_{label}"), 3)
+                         for label in ("numpyro", "numpyro_kernel") for what in ("x0", "f")) + " |")
+    for check in ess.get("chees_targets", []):
+        verdict = lambda ratio: "PASS" if ratio >= 2 else "FAIL"
+        lines += ["", f"Target: jaxprobe ChEES ({check['num_chains']} chains) ≥ 2× ESS/s of {check['reference']} "
+                      f"({check['reference_chains']} chains): x[0] {check['x0']:.2f}× {verdict(check['x0'])}, "
+                      f"f(x) {check['f']:.2f}× {verdict(check['f'])}."]
+    lines += ["", f"Command: `{results['command']}`", ""]
+    return "\n".join(lines)
+
+
+def write_atomically(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp creates 0600
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                        help="output folder (default: benchmarks/results)")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    counter = CompileCounter()
+    weights, probe, logdensity = make_target()
+
+    results: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "quick": args.quick,
+        "machine": machine(),
+        "versions": versions(),
+        "config": dataclasses.asdict(config) | {"dim": DIM, "hidden": HIDDEN, "temperature": TEMPERATURE,
+                                                "step_size": STEP_SIZE, "ratio_targets": dict(RATIO_TARGETS)},
+    }
+    results["throughput"] = throughput_section(config, weights, logdensity, counter)
+    results["ess"] = ess_section(config, logdensity, probe, counter)
+    results["ess"]["chees_targets"] = chees_targets(results["ess"]["rows"], config)
+    results["total_seconds"] = time.perf_counter() - started
+
+    write_atomically(os.path.join(args.out, "throughput.json"), json.dumps(results, indent=2) + "\n")
+    table = markdown(results)
+    write_atomically(os.path.join(args.out, "throughput.md"), table)
+    print(table)
+    log(f"done in {results['total_seconds']:.0f} s; wrote {args.out}/throughput.json and throughput.md")
+    return results
+
+
+if __name__ == "__main__":
+    main()

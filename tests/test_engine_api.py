@@ -1,0 +1,291 @@
+"""The sample() contract: validation, reproducibility, compilation, results, files."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import mc_check_mean
+
+import jaxprobe
+from jaxprobe.engine import core, kernels
+
+
+def std_normal(x):
+    return -0.5 * jnp.sum(x**2)
+
+
+def _init(num_chains=8, dim=3, seed=0):
+    return np.asarray(jax.random.normal(jax.random.key(seed), (num_chains, dim)))
+
+
+# ---------------------------------------------------------------- bad input, before compilation
+
+
+def _assert_raises_without_compiling(compile_counter, error, match, **kwargs):
+    arguments = dict(rng_key=0, logdensity_fn=std_normal, initial_positions=_init(), num_samples=10,
+                     num_warmup=10, progress=False)
+    arguments.update(kwargs)
+    with compile_counter:
+        with pytest.raises(error, match=match):
+            jaxprobe.sample(**arguments)
+    assert compile_counter.count == 0, "the bad input was only caught after compiling"
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"sampler": "gibbs"}, ValueError, "sampler must be one of 'mala', 'rwmh', 'hmc', 'nuts', 'chees'"),
+        ({"num_samples": 0}, ValueError, "num_samples must be >= 1"),
+        ({"num_samples": 2.5}, TypeError, "num_samples must be an int"),
+        ({"thin": 0}, ValueError, "thin must be >= 1"),
+        ({"num_warmup": -1}, ValueError, "num_warmup must be >= 0"),
+        ({"step_size": 0.0}, ValueError, "step_size must be finite and > 0"),
+        ({"step_size": -0.1}, ValueError, "step_size must be finite and > 0"),
+        ({"step_size": np.ones(5)}, ValueError, r"step_size must be a scalar or have shape \(8,\)"),
+        ({"initial_positions": np.zeros((8, 3), np.int32)}, TypeError, "must be floating point"),
+        ({"initial_positions": np.array(1.0)}, ValueError, "must have a leading chain axis"),
+        ({"initial_positions": np.full((8, 3), np.nan)}, ValueError, "contains NaN or inf"),
+        ({"initial_positions": np.full((8, 3), np.inf)}, ValueError, "contains NaN or inf"),
+        ({"initial_positions": {"a": np.zeros((8, 3)), "b": np.zeros((4, 3))}}, ValueError, "has 4 chains"),
+        ({"logdensity_fn": lambda x: -0.5 * x**2}, ValueError, "must return a scalar"),
+        ({"logdensity_fn": lambda x: -0.5 * x @ np.ones((5, 5)) @ x}, ValueError, "failed on one chain"),
+        ({"logdensity_fn": "not callable"}, TypeError, "logdensity_fn must be callable"),
+        ({"step_size_mode": "global"}, ValueError, "step_size_mode must be one of"),
+        ({"num_warmup": 0}, ValueError, "num_warmup=0 needs an explicit step_size"),
+        ({"rng_key": "seed"}, TypeError, "rng_key must be an int seed"),
+        ({"target_acceptance_rate": 1.5}, ValueError, "target_acceptance_rate must be in"),
+        ({"sampler": "mala", "inverse_mass_matrix": np.ones(3)}, ValueError, "inverse_mass_matrix is only used"),
+        ({"sampler": "hmc", "sampler_options": {"bogus": 1}}, TypeError, "sampler_options for 'hmc'"),
+    ],
+)
+def test_bad_input_raises_a_clear_error_before_compiling(compile_counter, kwargs, error, match):
+    _assert_raises_without_compiling(compile_counter, error, match, **kwargs)
+
+
+def test_unknown_sampler_lists_the_known_ones():
+    with pytest.raises(ValueError) as info:
+        jaxprobe.sample(0, std_normal, _init(), sampler="slice", progress=False)
+    for name in ("mala", "hmc", "nuts", "rwmh", "chees"):
+        assert name in str(info.value)
+
+
+def test_logdensity_not_finite_at_init_is_reported():
+    support = lambda x: jnp.where(jnp.all(x < 0.0), std_normal(x), -jnp.inf)
+    with pytest.raises(ValueError, match="not finite at initial_positions of chains"):
+        jaxprobe.sample(0, support, np.abs(_init()) + 0.1, num_samples=5, num_warmup=5, progress=False)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan"), float("inf")])
+def test_gibbs_rejects_bad_temperature(temperature):
+    with pytest.raises(ValueError, match="temperature must be finite and > 0"):
+        jaxprobe.gibbs(lambda x: jnp.sum(x**2), temperature)
+
+
+def test_gibbs_value():
+    prior = jaxprobe.priors.StandardNormal()
+    logdensity = jaxprobe.gibbs(lambda x: jnp.sum(x**2), 0.5, prior)
+    x = jnp.array([0.3, -1.2])
+    expected = -float(jnp.sum(x**2)) / 0.5 - 0.5 * float(jnp.sum(x**2)) - np.log(2 * np.pi)
+    np.testing.assert_allclose(float(logdensity(x)), expected, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- non-finite proposals
+
+
+@pytest.mark.parametrize("sampler", ["mala", "rwmh", "hmc"])
+@pytest.mark.parametrize("bad_value", [jnp.nan, jnp.inf])
+def test_nonfinite_proposals_are_rejected_and_counted(sampler, bad_value):
+    """Outside x < 1 the log density is NaN or +inf: such proposals must never be accepted."""
+
+    def logdensity(x):
+        return jnp.where(jnp.all(x < 1.0), std_normal(x), bad_value)
+
+    result = jaxprobe.sample(1, logdensity, _init(16, 2) * 0.1, sampler=sampler, num_samples=300,
+                             num_warmup=0, step_size=0.8, progress=False)
+    assert np.all(result.positions < 1.0)
+    assert np.all(np.isfinite(result.logdensity))
+    assert result.num_nonfinite.sum() > 0
+    assert result.num_nonfinite.shape == (16,)
+
+
+# ---------------------------------------------------------------- reproducibility, compilation
+
+
+@pytest.mark.parametrize("sampler, chunk_sizes", [("mala", (None, 1, 5, 12)), ("hmc", (None, 5))])
+def test_same_key_same_samples_for_any_chunk_size(sampler, chunk_sizes):
+    runs = [
+        jaxprobe.sample(7, std_normal, _init(), sampler=sampler, num_samples=12, num_warmup=20, thin=3,
+                        chunk_size=chunk_size, progress=False)
+        for chunk_size in chunk_sizes
+    ]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(runs[0].positions, other.positions)
+        np.testing.assert_array_equal(runs[0].logdensity, other.logdensity)
+        np.testing.assert_array_equal(runs[0].step_size, other.step_size)
+        # Acceptance is a float32 sum per chunk, totalled on the host: equal up to rounding.
+        np.testing.assert_allclose(runs[0].acceptance_rate, other.acceptance_rate, rtol=1e-6)
+
+
+def test_different_keys_differ():
+    a = jaxprobe.sample(1, std_normal, _init(), num_samples=5, num_warmup=5, progress=False)
+    b = jaxprobe.sample(2, std_normal, _init(), num_samples=5, num_warmup=5, progress=False)
+    assert not np.array_equal(a.positions, b.positions)
+
+
+def test_second_call_does_not_recompile(compile_counter):
+    kwargs = dict(num_samples=20, num_warmup=20, progress=False, chunk_size=10)
+    jaxprobe.sample(0, std_normal, _init(), **kwargs)
+    with compile_counter:
+        jaxprobe.sample(1, std_normal, _init(seed=1), **kwargs)
+    assert compile_counter.count == 0
+
+
+def test_thinning_stores_only_kept_draws():
+    result = jaxprobe.sample(0, std_normal, _init(4, 2), num_samples=10, num_warmup=0, step_size=0.5, thin=50,
+                             progress=False)
+    assert result.positions.shape == (4, 10, 2)
+    assert result.num_gradient_evaluations.tolist() == [500] * 4
+    # Thinned draws of a well-mixing chain are nearly independent.
+    assert result.summary().ess_bulk.min() > 20
+
+
+# ---------------------------------------------------------------- the functional core
+
+
+def test_core_runs_inside_a_user_jit_and_scan():
+    """engine.init / engine.run are pure: usable inside a user's jit and lax.scan (e.g. a training step)."""
+    kernel = kernels.MALA()
+    num_chains, dim = 16, 2
+
+    @jax.jit
+    def training_loop(rng_key, positions, shift):
+        def training_step(carry, step_key):
+            positions, shift = carry
+            logdensity = lambda x: -0.5 * jnp.sum((x - shift) ** 2)
+            state = core.init(kernel, logdensity, positions, {"step_size": jnp.asarray(0.5)})
+            state, trace, stats = core.run(step_key, state, kernel, logdensity, num_draws=50, thin=2)
+            shift = shift + 0.1  # a stand-in for a parameter update that uses the draws
+            return (state.kernel_state.position, shift), jnp.mean(trace.position, axis=(0, 1))
+
+        return jax.lax.scan(training_step, (positions, shift), jax.random.split(rng_key, 3))
+
+    (positions, shift), means = training_loop(jax.random.key(0), jnp.zeros((num_chains, dim)), jnp.zeros(dim))
+    assert positions.shape == (num_chains, dim)
+    np.testing.assert_allclose(np.asarray(shift), 0.3, rtol=1e-6)
+    assert means.shape == (3, dim) and np.all(np.isfinite(means))
+
+
+def test_core_matches_sample_bit_for_bit():
+    """sample() with a fixed step size and no warmup is exactly core.init + core.run."""
+    key = jax.random.key(3)
+    init = _init()
+    result = jaxprobe.sample(key, std_normal, init, num_samples=30, num_warmup=0, step_size=0.4, progress=False)
+    kernel = kernels.MALA()
+    _, key_sampling = jax.random.split(key)
+    state = core.init(kernel, std_normal, jnp.asarray(init), {"step_size": jnp.asarray(0.4, jnp.float32)})
+    _, trace, _ = jax.jit(core.run, static_argnums=(2, 3, 4, 5))(key_sampling, state, kernel, std_normal, 30, 1)
+    np.testing.assert_array_equal(result.positions, np.asarray(trace.chain_major().position))
+
+
+def test_core_warmup_is_pure_and_adapts():
+    kernel = kernels.HMC(num_integration_steps=5)
+    logdensity = lambda x: -0.5 * jnp.sum((x / jnp.array([0.1, 3.0])) ** 2)
+    positions = jax.random.normal(jax.random.key(0), (32, 2))
+    state = core.init(kernel, logdensity, positions)
+    warm = jax.jit(core.warmup, static_argnums=(2, 3, 4))
+    state, stats = warm(jax.random.key(1), state, kernel, logdensity, 300)
+    # The adapted diagonal inverse mass matrix estimates the variances (0.01, 9), per chain.
+    imm = np.asarray(state.parameters["inverse_mass_matrix"])
+    assert imm.shape == (32, 2)
+    ratio = np.median(imm[:, 1]) / np.median(imm[:, 0])
+    assert 200 < ratio < 4000
+
+
+# ---------------------------------------------------------------- results and files
+
+
+def test_pytree_positions_save_load_round_trip(tmp_path):
+    init = {"weights": _init(6, 4).reshape(6, 2, 2), "bias": [_init(6, 1)[:, 0], _init(6, 3, seed=2)]}
+
+    def logdensity(tree):
+        return std_normal(tree["weights"]) + std_normal(tree["bias"][0]) + std_normal(tree["bias"][1])
+
+    result = jaxprobe.sample(0, logdensity, init, sampler="hmc", num_samples=50, num_warmup=50, progress=False)
+    assert result.positions["weights"].shape == (6, 50, 2, 2)
+    assert result.positions["bias"][0].shape == (6, 50)
+    assert result.positions["bias"][1].shape == (6, 50, 3)
+    path = tmp_path / "run" / "samples.npz"
+    result.save(path)
+    assert [p.name for p in path.parent.iterdir()] == ["samples.npz"]  # no partial file left behind
+    loaded = jaxprobe.Samples.load(path)
+    for original, restored in zip(jax.tree_util.tree_leaves(result.to_numpy()), jax.tree_util.tree_leaves(loaded.to_numpy())):
+        if isinstance(original, np.ndarray):
+            assert original.dtype == restored.dtype
+            np.testing.assert_array_equal(original, restored)
+        else:
+            assert original == restored
+    assert isinstance(loaded.positions["bias"], list)
+    assert loaded.sampler == "hmc" and loaded.thin == 1 and loaded.num_warmup == 50
+    with np.load(path, allow_pickle=False) as data:  # plain data: loads without pickle
+        assert json.loads(str(data["header"]))["sampler"] == "hmc"
+
+
+def test_samples_fields_and_summary():
+    result = jaxprobe.sample(0, std_normal, _init(8, 3), num_samples=400, num_warmup=200, progress=False)
+    assert result.logdensity.shape == (8, 400)
+    for field in ("acceptance_rate", "step_size", "num_divergent", "num_nonfinite", "num_gradient_evaluations"):
+        assert getattr(result, field).shape == (8,)
+    assert np.all((result.acceptance_rate > 0.3) & (result.acceptance_rate < 0.9))
+    summary = result.summary()
+    assert summary.names == ("x[0]", "x[1]", "x[2]")
+    assert np.all(summary.rhat < 1.05)
+    assert np.all(summary.ess_bulk > 100) and np.all(summary.ess_tail > 100)
+    mc_check_mean(result.positions, np.zeros(3))
+    table = str(summary)
+    assert "r_hat" in table and "x[2]" in table
+    assert set(summary.to_dict()["x[0]"]) == {"mean", "sd", "mcse_mean", "rhat", "ess_bulk", "ess_tail"}
+
+
+def test_to_arviz():
+    arviz = pytest.importorskip("arviz")
+    result = jaxprobe.sample(0, std_normal, _init(4, 2), num_samples=50, num_warmup=50, progress=False)
+    data = result.to_arviz()
+    assert isinstance(data, arviz.InferenceData)
+    assert data.posterior["x"].shape[:2] == (4, 50)
+
+
+def test_progress_bar_reports_steps(capsys):
+    jaxprobe.sample(0, std_normal, _init(), num_samples=20, num_warmup=20, progress=True, chunk_size=10)
+    err = capsys.readouterr().err
+    assert "step/s" in err and "acc=" in err
+
+
+def test_float64_when_x64_enabled(tmp_path):
+    """float64 runs end to end when jax_enable_x64 is on (in a subprocess: the flag is global)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import jax; jax.config.update('jax_enable_x64', True)\n"
+        "import numpy as np, jax.numpy as jnp, jaxprobe\n"
+        "x0 = np.zeros((4, 2), np.float64)\n"
+        "for s in ['mala', 'rwmh', 'hmc', 'nuts', 'chees']:\n"
+        "    r = jaxprobe.sample(0, lambda x: -0.5 * jnp.sum(x**2), x0, sampler=s, num_samples=20, num_warmup=30,"
+        " progress=False)\n"
+        "    assert r.positions.dtype == np.float64, (s, r.positions.dtype)\n"
+        "    assert r.logdensity.dtype == np.float64\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "ok" in out.stdout
+
+
+def test_float64_input_without_x64_is_rejected():
+    if jax.config.jax_enable_x64:
+        pytest.skip("x64 is on in this process")
+    with pytest.raises(TypeError, match="float64 but jax_enable_x64 is off"):
+        jaxprobe.sample(0, std_normal, _init().astype(np.float64), progress=False)
