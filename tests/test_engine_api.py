@@ -289,3 +289,51 @@ def test_float64_input_without_x64_is_rejected():
         pytest.skip("x64 is on in this process")
     with pytest.raises(TypeError, match="float64 but jax_enable_x64 is off"):
         jaxprobe.sample(0, std_normal, _init().astype(np.float64), progress=False)
+
+
+# ---------------------------------------------------------------- interrupted runs
+
+
+@pytest.mark.parametrize("sampler", ["mala", "chees"])
+def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sampler):
+    from jaxprobe.engine import api
+
+    kwargs = dict(sampler=sampler, num_samples=24, num_warmup=30, thin=2, chunk_size=5, progress=False)
+    reference = jaxprobe.sample(11, std_normal, _init(), **kwargs)
+    path = tmp_path / "run.npz"
+
+    original, calls = api._run_chunk, []
+
+    def interrupted(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:  # Ctrl-C in the middle of the third sampling chunk
+            raise KeyboardInterrupt
+        return original(*args, **kw)
+
+    monkeypatch.setattr(api, "_run_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
+    monkeypatch.setattr(api, "_run_chunk", original)
+    with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file
+        assert data["draws.position"].shape[0] == 10
+    assert [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+
+    resumed = jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
+    np.testing.assert_array_equal(resumed.positions, reference.positions)
+    np.testing.assert_array_equal(resumed.logdensity, reference.logdensity)
+    np.testing.assert_array_equal(resumed.num_gradient_evaluations, reference.num_gradient_evaluations)
+    np.testing.assert_allclose(resumed.acceptance_rate, reference.acceptance_rate, rtol=1e-6)
+
+    # A finished checkpoint returns the same result without sampling again.
+    monkeypatch.setattr(api, "_run_chunk", lambda *a, **k: pytest.fail("resampled a finished run"))
+    again = jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
+    np.testing.assert_array_equal(again.positions, reference.positions)
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    path = tmp_path / "run.npz"
+    jaxprobe.sample(1, std_normal, _init(), num_samples=4, num_warmup=4, progress=False, checkpoint=path)
+    with pytest.raises(ValueError, match="belongs to another run .*key"):
+        jaxprobe.sample(2, std_normal, _init(), num_samples=4, num_warmup=4, progress=False, checkpoint=path)
+    with pytest.raises(ValueError, match="num_samples"):
+        jaxprobe.sample(1, std_normal, _init(), num_samples=8, num_warmup=4, progress=False, checkpoint=path)

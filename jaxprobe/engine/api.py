@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
+import tempfile
 import warnings
 from functools import partial
 from typing import Any
@@ -296,6 +299,7 @@ def sample(
     progress: bool = True,
     devices: Any = None,
     sampler_options: dict[str, Any] | None = None,
+    checkpoint: str | os.PathLike | None = None,
 ) -> Samples:
     """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
 
@@ -347,6 +351,12 @@ def sample(
     sampler_options
         Extra kernel options, e.g. ``{"num_integration_steps": 20}`` for hmc,
         ``{"max_num_doublings": 8}`` for nuts.
+    checkpoint
+        A ``.npz`` path. After warmup and after every chunk the draws so far and
+        the engine state are written there atomically; calling ``sample`` again
+        with the same arguments and path resumes from the last chunk and gives
+        the same draws as an uninterrupted run (a finished checkpoint returns at
+        once). Arguments that differ from the checkpoint's raise ``ValueError``.
 
     Returns
     -------
@@ -396,18 +406,33 @@ def sample(
     total_steps = num_warmup + num_samples * thin
     bar = _Progress(progress, total_steps, f"{sampler} x{num_chains}")
     adapt = step_size is None
+    run_id = _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
+                           step_size_mode, target_acceptance_rate, step_size)
+    resumed = _load_checkpoint(checkpoint, run_id, state, sharding) if checkpoint is not None else None
     try:
-        state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
-                            target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
+        if resumed is None:
+            state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
+                                target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
+            trace_positions, trace_logdensity, stats_sum = [], [], None
+            if checkpoint is not None:
+                _save_checkpoint(checkpoint, run_id, state, trace_positions, trace_logdensity, stats_sum)
+        else:
+            state, trace_positions, trace_logdensity, stats_sum = resumed
+            bar.update(num_warmup + sum(len(t) for t in trace_positions) * thin, float("nan"), "resumed")
+        draws_done = sum(len(t) for t in trace_positions)
         draws_per_chunk = chunk_size or max(1, math.ceil(num_samples / 20))
-        trace_positions, trace_logdensity, stats_sum = [], [], None
         pending = None
-        for num_draws in _chunks(num_samples, draws_per_chunk):
+        for num_draws in _chunks(num_samples - draws_done, draws_per_chunk):
             state, trace, stats = _run_chunk(key_sampling, state, kernel, flat_logdensity, num_draws, thin)
             if pending is not None:  # copy the previous chunk out while this one computes
                 stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
             pending = (trace, stats, num_draws * thin)
-        stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+            if checkpoint is not None:  # the state on file must match the draws on file: collect now
+                stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+                pending = None
+                _save_checkpoint(checkpoint, run_id, state, trace_positions, trace_logdensity, stats_sum)
+        if pending is not None:
+            stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
     finally:
         bar.close()
 
@@ -431,6 +456,74 @@ def sample(
 
 
 _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
+_CHECKPOINT_VERSION = 1
+
+
+def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
+                  step_size_mode, target_acceptance_rate, step_size) -> dict[str, Any]:
+    """What a checkpoint must agree on to be resumed (JSON-able)."""
+    return {
+        "version": _CHECKPOINT_VERSION,
+        "key": np.asarray(jax.random.key_data(rng_key)).tolist(),
+        "sampler": sampler,
+        "kernel": repr(kernel),
+        "num_chains": num_chains,
+        "event_shapes": [list(shape) for shape in layout.event_shapes],
+        "dtype": str(np.dtype(dtype)),
+        "num_samples": num_samples,
+        "num_warmup": num_warmup,
+        "thin": thin,
+        "step_size_mode": step_size_mode,
+        "target_acceptance_rate": target_acceptance_rate,
+        "step_size": None if step_size is None else np.asarray(step_size).tolist(),
+    }
+
+
+def _save_checkpoint(path, run_id, state, trace_positions, trace_logdensity, stats_sum) -> None:
+    """Write draws so far, their statistics and the engine state atomically (arrays + JSON, no pickle)."""
+    arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
+    arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
+    arrays["step"] = _to_host(state.step)
+    if trace_positions:
+        arrays["draws.position"] = np.concatenate(trace_positions, axis=0)
+        arrays["draws.logdensity"] = np.concatenate(trace_logdensity, axis=0)
+        arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
+    arrays["header"] = np.asarray(json.dumps(run_id))
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.partial")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            np.savez(stream, **arrays)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _load_checkpoint(path, run_id, template_state, sharding):
+    """Restore (state, draws, stats) from ``path`` if it exists and belongs to this run."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        saved_id = json.loads(str(data["header"]))
+        if saved_id != run_id:
+            differing = sorted(k for k in set(saved_id) | set(run_id) if saved_id.get(k) != run_id.get(k))
+            raise ValueError(f"checkpoint {path!r} belongs to another run (differs in {', '.join(differing)}); "
+                             "pass the same arguments or another path")
+        kernel_state = template_state.kernel_state._replace(**{
+            name: _to_device(data[f"state.{name}"], sharding) for name in template_state.kernel_state._fields})
+        parameters = {name: _to_device(data[f"param.{name}"], sharding) for name in template_state.parameters}
+        state = core.EngineState(kernel_state, parameters, jnp.asarray(data["step"]))
+        if "draws.position" in data.files:
+            trace_positions, trace_logdensity = [data["draws.position"]], [data["draws.logdensity"]]
+            stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS}
+        else:
+            trace_positions, trace_logdensity, stats_sum = [], [], None
+    return state, trace_positions, trace_logdensity, stats_sum
 
 
 def _collect(pending, trace_positions, trace_logdensity, stats_sum, bar):
