@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 import optax
 
 import jaxprobe
+from jaxprobe._io import atomic_write
 
 __all__ = ["run_demo", "train_mlp", "mlp_probability"]
 
@@ -65,19 +65,6 @@ def train_mlp(rng_key: jax.Array, x: np.ndarray, y: np.ndarray, hidden: int = 16
 
     (params, _), _ = jax.jit(lambda p: jax.lax.scan(step, (p, optimizer.init(p)), None, length=steps))(params)
     return params
-
-
-def _write_atomic(path: str, write: Any, mode: str = "w") -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".partial")
-    try:
-        with os.fdopen(handle, mode) as stream:
-            write(stream)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def run_demo(out_dir: str = "jaxprobe-demo", *, seed: int = 0, num_chains: int = 256, num_samples: int = 400,
@@ -139,7 +126,7 @@ def run_demo(out_dir: str = "jaxprobe-demo", *, seed: int = 0, num_chains: int =
         },
     }
     samples.save(os.path.join(out_dir, "samples.npz"))
-    _write_atomic(os.path.join(out_dir, "summary.json"), lambda f: json.dump(result, f, indent=2))
+    atomic_write(os.path.join(out_dir, "summary.json"), lambda f: json.dump(result, f, indent=2), binary=False)
     _plot(os.path.join(out_dir, "plot.png"), z_train, y_train, draws, probabilities, data_probabilities)
     result["seconds"] = time.perf_counter() - started
     return result
@@ -172,13 +159,7 @@ def _plot(path, z_train, y_train, draws, probabilities, data_probabilities) -> N
     right.set_title("Model output: samples concentrate at the boundary")
     right.legend()
     figure.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".png")
-    os.close(handle)
     try:
-        figure.savefig(temporary, dpi=110)
-        os.replace(temporary, path)
+        atomic_write(path, lambda stream: figure.savefig(stream, format="png", dpi=110))
     finally:
         plt.close(figure)
-        if os.path.exists(temporary):
-            os.unlink(temporary)

@@ -6,7 +6,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 import warnings
 from functools import partial
 from typing import Any
@@ -16,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxprobe._io import atomic_write
 from jaxprobe.engine import core
 from jaxprobe.engine.kernels import SAMPLERS
 from jaxprobe.engine.samples import Samples
@@ -489,18 +489,7 @@ def _save_checkpoint(path, run_id, state, trace_positions, trace_logdensity, sta
         arrays["draws.logdensity"] = np.concatenate(trace_logdensity, axis=0)
         arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
     arrays["header"] = np.asarray(json.dumps(run_id))
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.partial")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, **arrays)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    atomic_write(path, lambda stream: np.savez(stream, **arrays))
 
 
 def _load_checkpoint(path, run_id, template_state, sharding):

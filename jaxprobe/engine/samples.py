@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Any
 
 import jax
@@ -13,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax import diagnostics
 
+from jaxprobe._io import atomic_write
 from jaxprobe.types import ArrayTree
 
 __all__ = ["Samples", "Summary"]
@@ -203,17 +203,7 @@ class Samples:
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
         arrays["header"] = np.asarray(json.dumps(header))
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.partial")
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                np.savez(stream, **arrays)
-            os.replace(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        atomic_write(path, lambda stream: np.savez(stream, **arrays))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Samples":

@@ -1,0 +1,28 @@
+"""Atomic file writes: a temporary file in the target directory, then ``os.replace``.
+
+An interrupted write leaves the previous file (or none) in place, never a truncated one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import IO, Callable
+
+__all__ = ["atomic_write"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: bool = True) -> None:
+    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb" if binary else "w") as stream:
+            write(stream)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
