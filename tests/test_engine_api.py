@@ -1,7 +1,6 @@
 """The sample() contract: validation, reproducibility, compilation, results, files."""
 
 import json
-import os
 
 import jax
 import jax.numpy as jnp

@@ -1,13 +1,11 @@
 """Samplers against known answers: Monte-Carlo error from the ESS, not shapes."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import mc_check_mean, mc_check_second_moment
 
 import jaxprobe
-from jaxprobe.engine import samples as samples_module  # noqa: F401  (import check)
 
 DIM = 20
 
