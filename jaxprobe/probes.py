@@ -1,0 +1,301 @@
+"""Probing losses G(x) of the probing paper (Eqs. 4–7): each a pure function of one input x → scalar.
+
+A *model* here is any callable ``x -> outputs`` for ONE input ``x`` of shape ``(d,)``:
+a scalar (the positive-class probability of a binary classifier, a decision
+function, or a regression output) or a vector (class probabilities, or logits
+with ``from_logits=True``). Probes compose: ``G = model_contrast(f, g) + 0.1 * localize(x0)``.
+
+Output conventions
+------------------
+- Binary classifiers may return one probability ``p(y=1|x)`` or two columns
+  ``[p0, p1]``; both give the same loss.
+- "Disagree" for K classes (``model_contrast``, ``parameter_sensitive``): the
+  target distribution for the probed model is ``(1 − q)/(K − 1)`` where ``q`` is
+  the reference's class probabilities, i.e. mass moved uniformly off the classes
+  the reference believes in. For K = 2 this is exactly the paper's ``1 − ŷ``.
+- Cross-entropies take ``log(max(p, 1e-12))`` so that a probability of exactly 0
+  (a tree ensemble, a saturated sigmoid) gives a large finite loss, not inf.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.types import Array
+
+__all__ = [
+    "Probe",
+    "as_probe",
+    "model_contrast",
+    "prediction_risky",
+    "parameter_sensitive",
+    "fixed_label",
+    "localize",
+    "CLASSIFICATION_LOSSES",
+]
+
+_LOG_FLOOR = 1e-12
+CLASSIFICATION_LOSSES = ("cross_entropy", "squared")
+_CONTRAST_LOSSES = ("cross_entropy", "squared", "similarity")
+
+
+class Probe:
+    """A probing loss: callable on one input ``x`` → scalar, closed under ``+`` and scalar ``*``.
+
+    ``Probe(fn, name)`` wraps any function; the probes below return ``Probe`` objects.
+    """
+
+    def __init__(self, fn: Callable[[Array], Array], name: str = "probe"):
+        if not callable(fn):
+            raise TypeError(f"a probe must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name
+
+    def __call__(self, x: Array) -> Array:
+        return self.fn(x)
+
+    def __add__(self, other: Any) -> "Probe":
+        other = as_probe(other, "the right operand of +")
+        return Probe(lambda x: self.fn(x) + other.fn(x), f"({self.name} + {other.name})")
+
+    __radd__ = __add__
+
+    def __mul__(self, scale: Any) -> "Probe":
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"a probe can only be multiplied by a real number, got {type(scale).__name__}")
+        scale = float(scale)
+        return Probe(lambda x: scale * self.fn(x), f"{scale:g} * {self.name}")
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"Probe({self.name})"
+
+
+def as_probe(value: Any, what: str = "probe") -> Probe:
+    """A ``Probe`` from a ``Probe``, a callable, or the number 0 (so ``sum([...])`` works)."""
+    if isinstance(value, Probe):
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
+        return Probe(lambda x: jnp.zeros((), jnp.result_type(x)), "0")
+    if callable(value):
+        return Probe(value, getattr(value, "__name__", "probe"))
+    raise TypeError(f"{what} must be a Probe or a callable x -> scalar, got {type(value).__name__}")
+
+
+def _check_model(model: Any, name: str) -> None:
+    if not callable(model):
+        raise TypeError(f"{name} must be callable (one input x of shape (d,) -> outputs), got {type(model).__name__}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def _probabilities(output: Array, from_logits: bool) -> Array:
+    """Class probabilities ``(K,)`` from a model output: a scalar p(y=1) or a vector."""
+    output = jnp.asarray(output)
+    if output.ndim == 0 or output.shape == (1,):
+        p1 = jax.nn.sigmoid(output.reshape(())) if from_logits else output.reshape(())
+        return jnp.stack([1.0 - p1, p1])
+    if output.ndim != 1:
+        raise ValueError(f"a classifier must return a scalar or a vector of class scores for one input, got shape "
+                         f"{output.shape}")
+    return jax.nn.softmax(output) if from_logits else output
+
+
+def _cross_entropy(target: Array, probabilities: Array) -> Array:
+    return -jnp.sum(target * jnp.log(jnp.maximum(probabilities, _LOG_FLOOR)))
+
+
+def _disagreement_target(reference: Array) -> Array:
+    """Mass moved off the reference's classes: (1 − q)/(K − 1); equals 1 − q for K = 2."""
+    return (1.0 - reference) / (reference.shape[0] - 1)
+
+
+def _classification_loss(loss: str, target: Array, probabilities: Array) -> Array:
+    if loss == "cross_entropy":
+        return _cross_entropy(target, probabilities)
+    return jnp.sum((probabilities - target) ** 2)
+
+
+def model_contrast(model: Callable, other: Callable, *, loss: str = "cross_entropy",
+                   from_logits: bool = False) -> Probe:
+    """Inputs where two models disagree (probing paper, Eq. 5): ``G(x) = ℓ(y(x), 1 − ŷ(x))``.
+
+    Parameters
+    ----------
+    model, other
+        Callables of one input. ``other`` is ŷ, the model compared against; it
+        may be non-differentiable (a tree ensemble): its gradient is then zero
+        almost everywhere and the gradient flows through ``model``. When both are
+        differentiable the full gradient of G is used (sampling exp(−G/τ) needs it).
+    loss
+        ``"cross_entropy"`` or ``"squared"`` for classifiers (probabilities, see
+        the module notes for K > 2); ``"similarity"`` for regressors, the
+        paper's ``exp(−(y1 − y2)²)`` (Appendix D, Fig. 8), summed over outputs.
+    from_logits
+        Model outputs are logits (softmax / sigmoid applied here).
+    """
+    _check_model(model, "model")
+    _check_model(other, "other")
+    _check_choice("loss", loss, _CONTRAST_LOSSES)
+
+    if loss == "similarity":
+        def contrast(x):
+            return jnp.sum(jnp.exp(-((jnp.asarray(model(x)) - jnp.asarray(other(x))) ** 2)))
+    else:
+        def contrast(x):
+            p = _probabilities(model(x), from_logits)
+            q = _probabilities(other(x), from_logits)
+            return _classification_loss(loss, _disagreement_target(q), p)
+
+    return Probe(contrast, f"model_contrast[{loss}]")
+
+
+def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2) -> Probe:
+    """Inputs the model is undecided about: ``G(x) = ‖f(x) − α‖_r^r`` (probing paper, Sec. 3).
+
+    ``f`` is whatever ``model`` returns (decision function or probabilities);
+    ``alpha`` is a scalar or an array broadcastable to the model's output shape.
+    """
+    _check_model(model, "model")
+    if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
+        raise ValueError(f"r must be a real number >= 1, got {r!r}")
+    alpha_array = np.asarray(alpha, dtype=np.float64)
+    if not np.all(np.isfinite(alpha_array)):
+        raise ValueError(f"alpha must be finite, got {alpha!r}")
+
+    def risky(x):
+        output = jnp.asarray(model(x))
+        if alpha_array.ndim > output.ndim or any(
+                a not in (1, o) for a, o in zip(alpha_array.shape[::-1], output.shape[::-1])):
+            raise ValueError(f"alpha of shape {alpha_array.shape} does not match the model output shape {output.shape}")
+        return jnp.sum(jnp.abs(output - alpha_array.astype(output.dtype)) ** r)
+
+    return Probe(risky, f"prediction_risky[r={r:g}]")
+
+
+def _stacked_parameter_draws(param_dist: Any) -> tuple[Any, Any]:
+    draws = getattr(param_dist, "draws", None)
+    if draws is None:
+        raise TypeError("param_dist must be a parameter distribution from jaxprobe.models "
+                        "(PointMass, GaussianPerturbation, Ensemble, PosteriorSamples) with .draws")
+    return draws, getattr(param_dist, "center", None)
+
+
+def parameter_sensitive(apply_fn: Callable, param_dist: Any, *, loss: str = "cross_entropy",
+                        from_logits: bool = False) -> Probe:
+    """Inputs whose prediction flips when the parameters move (probing paper, Eq. 6).
+
+    ``G(x) = E_{θ~q} ℓ(y_θ(x), 1 − y_θ*(x))``, the expectation by the K stored draws
+    of ``param_dist`` evaluated with ``vmap``. ``apply_fn(params, x)`` gives the
+    model output for one input. θ* is ``param_dist.center``; without one (an
+    ensemble) the reference is the mean prediction over the draws.
+    ``loss``: ``"cross_entropy"`` / ``"squared"`` for classifiers (any K), or
+    ``"similarity"`` (``exp(−(y_θ − y_θ*)²)``) for regression outputs.
+    """
+    _check_model(apply_fn, "apply_fn")
+    _check_choice("loss", loss, _CONTRAST_LOSSES)
+    draws, center = _stacked_parameter_draws(param_dist)
+
+    def sensitive(x):
+        outputs = jax.vmap(lambda params: jnp.asarray(apply_fn(params, x)))(draws)
+        if loss == "similarity":
+            reference = jnp.asarray(apply_fn(center, x)) if center is not None else jnp.mean(outputs, axis=0)
+            return jnp.mean(jnp.sum(jnp.exp(-((outputs - reference) ** 2)).reshape(outputs.shape[0], -1), axis=1))
+        probabilities = jax.vmap(lambda out: _probabilities(out, from_logits))(outputs)
+        if center is not None:
+            reference = _probabilities(apply_fn(center, x), from_logits)
+        else:
+            reference = jnp.mean(probabilities, axis=0)
+        target = _disagreement_target(reference)
+        return jnp.mean(jax.vmap(lambda p: _classification_loss(loss, target, p))(probabilities))
+
+    return Probe(sensitive, f"parameter_sensitive[{loss}]")
+
+
+def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", param_dist: Any = None,
+                from_logits: bool = False) -> Probe:
+    """Inputs the model gives a chosen prediction y′ (probing paper, Eq. 7): ``G(x) = ℓ(y(x), y′)``.
+
+    ``target``: a class index or a probability vector (``loss="cross_entropy"`` or
+    ``"squared"`` on probabilities), or a regression value (``loss="squared"``:
+    ``Σ (y(x) − y′)²``). With ``param_dist`` given, ``model`` is ``apply_fn(params, x)``
+    and the loss is averaged over the parameter draws (the q(θ) form of Eq. 7).
+    Counterfactuals: add ``localize(anchor)`` and ask for the other label.
+    """
+    _check_model(model, "model")
+    _check_choice("loss", loss, CLASSIFICATION_LOSSES)
+    target_array = np.asarray(target)
+    if not np.all(np.isfinite(target_array.astype(np.float64))):
+        raise ValueError(f"target must be finite, got {target!r}")
+    is_class_index = np.issubdtype(target_array.dtype, np.integer) and target_array.ndim == 0
+    if is_class_index and target_array < 0:
+        raise ValueError(f"target class index must be >= 0, got {int(target_array)}")
+    if loss == "cross_entropy" and not is_class_index:
+        if target_array.ndim != 1 or np.any(target_array < 0) or not np.isclose(target_array.sum(), 1.0):
+            raise ValueError("with loss='cross_entropy', target must be a class index or a probability vector "
+                             f"summing to 1, got {target!r}")
+
+    def one_model_loss(output):
+        if loss == "squared" and not is_class_index and target_array.ndim <= jnp.ndim(output) \
+                and (jnp.ndim(output) == 0 or target_array.shape == jnp.shape(output)):
+            return jnp.sum((jnp.asarray(output) - target_array.astype(jnp.result_type(output))) ** 2)
+        probabilities = _probabilities(output, from_logits)
+        num_classes = probabilities.shape[0]
+        if is_class_index:
+            if int(target_array) >= num_classes:
+                raise ValueError(f"target class {int(target_array)} is out of range for {num_classes} classes")
+            wanted = jax.nn.one_hot(int(target_array), num_classes, dtype=probabilities.dtype)
+        else:
+            if target_array.shape != (num_classes,):
+                raise ValueError(f"target of shape {target_array.shape} does not match {num_classes} classes")
+            wanted = target_array.astype(probabilities.dtype)
+        return _classification_loss(loss, wanted, probabilities)
+
+    if param_dist is None:
+        def fixed(x):
+            return one_model_loss(model(x))
+    else:
+        draws, _ = _stacked_parameter_draws(param_dist)
+
+        def fixed(x):
+            return jnp.mean(jax.vmap(lambda params: one_model_loss(model(params, x)))(draws))
+
+    return Probe(fixed, f"fixed_label[{loss}]")
+
+
+def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
+    """Stay near an anchor point: ``R(x) = Σ_j w_j |x_j − a_j|^r`` (the localizer R_G of Eq. 7).
+
+    ``weights`` ``(d,)`` (default ones) must be ≥ 0: a weight of 0 frees a feature,
+    a large weight pins it softly (use ``constraints.Fixed`` to pin it exactly).
+    """
+    anchor_array = np.asarray(anchor, dtype=np.float64)
+    if anchor_array.ndim != 1 or not np.all(np.isfinite(anchor_array)):
+        raise ValueError(f"anchor must be a finite vector (d,), got shape {anchor_array.shape}")
+    if weights is None:
+        weight_array = np.ones_like(anchor_array)
+    else:
+        weight_array = np.asarray(weights, dtype=np.float64)
+        if weight_array.shape != anchor_array.shape:
+            raise ValueError(f"weights must have the anchor's shape {anchor_array.shape}, got {weight_array.shape}")
+        if not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0):
+            raise ValueError("weights must be finite and >= 0")
+    if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
+        raise ValueError(f"r must be a real number >= 1, got {r!r}")
+
+    def localizer(x):
+        if x.shape != anchor_array.shape:
+            raise ValueError(f"localize: input of shape {x.shape} does not match the anchor's {anchor_array.shape}")
+        a = anchor_array.astype(x.dtype)
+        return jnp.sum(weight_array.astype(x.dtype) * jnp.abs(x - a) ** r)
+
+    return Probe(localizer, f"localize[r={r:g}]")
