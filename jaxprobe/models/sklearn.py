@@ -1,0 +1,269 @@
+"""``from_sklearn``: fitted scikit-learn estimators as pure, jit/vmap/grad-able JAX functions.
+
+The returned :class:`ImportedModel` is called on ONE input ``x`` ``(d,)``:
+classifiers give class probabilities ``(K,)`` exactly as ``predict_proba`` does
+(binary: ``[p0, p1]``); an SVC fitted without ``probability=True`` gives its
+decision function (a scalar, > 0 for ``classes_[1]``), since it has no
+probabilities; regressors give ``predict``'s value (a scalar). The fitted arrays
+are copied once into JAX constants; no host callback runs at call time.
+
+Supported: LinearRegression, Ridge, LogisticRegression (binary, multinomial, and
+liblinear's one-vs-rest), binary SVC and SVR with linear / rbf / poly / sigmoid
+kernels (SVC with ``probability=True`` gives its Platt-scaled probabilities),
+MLPClassifier and MLPRegressor; tree ensembles through
+:mod:`jaxprobe.models.trees` (piecewise constant: use them as the comparison model
+ŷ or with a gradient-free sampler).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.types import Array
+
+__all__ = ["ImportedModel", "from_sklearn"]
+
+
+class ImportedModel:
+    """A pure JAX function of one input ``x`` ``(d,)`` made from a fitted estimator.
+
+    Attributes: ``num_features``, ``is_classifier``, ``classes`` (or None),
+    ``differentiable`` (False for piecewise-constant trees), ``output``
+    (``"probabilities"``, ``"decision_function"`` or ``"prediction"``), ``estimator_name``.
+    """
+
+    def __init__(self, fn: Callable[[Array], Array], *, num_features: int, is_classifier: bool, output: str,
+                 classes: Any = None, differentiable: bool = True, estimator_name: str = ""):
+        self.fn = fn
+        self.num_features = num_features
+        self.is_classifier = is_classifier
+        self.output = output
+        self.classes = None if classes is None else np.asarray(classes)
+        self.differentiable = differentiable
+        self.estimator_name = estimator_name
+        self._batch = jax.jit(jax.vmap(fn))
+
+    def __call__(self, x: Array) -> Array:
+        if jnp.shape(x) != (self.num_features,):
+            raise ValueError(f"{self.estimator_name} expects one input of shape ({self.num_features},), "
+                             f"got {jnp.shape(x)}; use predict_batch for (n, d)")
+        return self.fn(x)
+
+    def predict_batch(self, x: Any) -> np.ndarray:
+        """``(n, d)`` → ``(n, K)`` or ``(n,)`` as NumPy (jit + vmap)."""
+        x = jnp.asarray(x, jnp.float32 if not jax.config.jax_enable_x64 else None)
+        if x.ndim != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"expected inputs of shape (n, {self.num_features}), got {x.shape}")
+        return np.asarray(self._batch(x))
+
+    def __repr__(self) -> str:
+        return f"ImportedModel({self.estimator_name}, output={self.output})"
+
+
+def _const(array: Any) -> np.ndarray:
+    """Fitted arrays as float32 (float64 when x64 is on), kept as NumPy constants for tracing."""
+    return np.asarray(array, np.float64 if jax.config.jax_enable_x64 else np.float32)
+
+
+def _binary_columns(p1: Array) -> Array:
+    return jnp.stack([1.0 - p1, p1])
+
+
+def _linear(estimator) -> ImportedModel:
+    coef, intercept = _const(estimator.coef_), _const(estimator.intercept_)
+    single = coef.ndim == 1
+
+    def predict(x):
+        y = x @ coef.T + intercept
+        return y.reshape(()) if single else y
+
+    return ImportedModel(predict, num_features=coef.shape[-1], is_classifier=False, output="prediction",
+                         estimator_name=type(estimator).__name__)
+
+
+def _logistic(estimator) -> ImportedModel:
+    coef, intercept = _const(estimator.coef_), _const(estimator.intercept_)
+    one_vs_rest = getattr(estimator, "solver", "") == "liblinear" and coef.shape[0] > 1
+
+    def proba(x):
+        scores = x @ coef.T + intercept
+        if coef.shape[0] == 1:
+            return _binary_columns(jax.nn.sigmoid(scores[0]))
+        if one_vs_rest:  # liblinear: normalized one-vs-rest sigmoids, as sklearn's predict_proba
+            p = jax.nn.sigmoid(scores)
+            return p / jnp.sum(p)
+        return jax.nn.softmax(scores)
+
+    return ImportedModel(proba, num_features=coef.shape[1], is_classifier=True, output="probabilities",
+                         classes=estimator.classes_, estimator_name=type(estimator).__name__)
+
+
+def _kernel(estimator) -> Callable[[Array, Array], Array]:
+    kernel = estimator.kernel
+    gamma, coef0, degree = float(estimator._gamma), float(estimator.coef0), int(estimator.degree)
+    if kernel == "linear":
+        return lambda sv, x: sv @ x
+    if kernel == "rbf":
+        return lambda sv, x: jnp.exp(-gamma * jnp.sum((sv - x) ** 2, axis=-1))
+    if kernel == "poly":
+        return lambda sv, x: (gamma * (sv @ x) + coef0) ** degree
+    if kernel == "sigmoid":
+        return lambda sv, x: jnp.tanh(gamma * (sv @ x) + coef0)
+    raise ValueError(f"from_sklearn supports SVM kernels linear, rbf, poly and sigmoid, not {kernel!r}")
+
+
+def _libsvm_two_class_coupling(r: Array) -> Array:
+    """libsvm's ``multiclass_probability`` for two classes (Wu, Lin & Weng 2004, method 2).
+
+    libsvm solves the coupling iteratively and stops at a tolerance of 0.005/k,
+    so its ``predict_proba`` differs from Platt's ``r`` by up to ~1e-3; this
+    replays the same fixed-point iterations (at most 100, frozen once converged)
+    to match it to float precision. Returns ``[p0, p1]`` with ``r`` the pairwise
+    probability of class 0.
+    """
+    q = jnp.array([[(1 - r) ** 2, -(1 - r) * r], [-(1 - r) * r, r**2]])
+    tolerance = 0.005 / 2
+
+    def iteration(_, carry):
+        p, done = carry
+        qp = q @ p
+        pqp = p @ qp
+        done = done | (jnp.max(jnp.abs(qp - pqp)) < tolerance)
+        new_p = p
+        for t in range(2):  # libsvm updates one coordinate at a time
+            qp = q @ new_p
+            pqp = new_p @ qp
+            diff = (-qp[t] + pqp) / q[t, t]
+            new_p = new_p.at[t].add(diff) / (1 + diff)
+        return jnp.where(done, p, new_p), done
+
+    p, _ = jax.lax.fori_loop(0, 100, iteration, (jnp.full((2,), 0.5, r.dtype), jnp.asarray(False)))
+    return p
+
+
+def _svm(estimator, is_classifier: bool) -> ImportedModel:
+    if callable(estimator.kernel) or estimator.kernel == "precomputed":
+        raise ValueError("from_sklearn cannot import an SVM with a callable or precomputed kernel")
+    kernel = _kernel(estimator)
+    support = _const(estimator.support_vectors_)
+    dual = _const(estimator.dual_coef_)[0]
+    intercept = float(estimator.intercept_[0])
+    name = type(estimator).__name__
+
+    def decision(x):
+        return jnp.sum(dual * kernel(support, x)) + intercept
+
+    if not is_classifier:
+        return ImportedModel(decision, num_features=support.shape[1], is_classifier=False, output="prediction",
+                             estimator_name=name)
+    if len(estimator.classes_) != 2:
+        raise ValueError("from_sklearn imports binary SVC only (multi-class SVC uses one-vs-one voting and "
+                         "pairwise coupling); fit one binary SVC per class pair instead")
+    platt_a, platt_b = np.ravel(getattr(estimator, "_probA", [])), np.ravel(getattr(estimator, "_probB", []))
+    if platt_a.size:  # fitted with probability=True
+        prob_a, prob_b = float(platt_a[0]), float(platt_b[0])
+
+        def proba(x):
+            # libsvm: Platt's sigmoid on its decision value (minus sklearn's), then its pairwise coupling.
+            r = jnp.clip(jax.nn.sigmoid(prob_a * decision(x) - prob_b), 1e-7, 1 - 1e-7)
+            return _libsvm_two_class_coupling(r)
+
+        return ImportedModel(proba, num_features=support.shape[1], is_classifier=True, output="probabilities",
+                             classes=estimator.classes_, estimator_name=name)
+    return ImportedModel(decision, num_features=support.shape[1], is_classifier=True, output="decision_function",
+                         classes=estimator.classes_, estimator_name=name)
+
+
+_ACTIVATIONS = {
+    "identity": lambda h: h,
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+    "logistic": jax.nn.sigmoid,
+}
+
+
+def _mlp(estimator, is_classifier: bool) -> ImportedModel:
+    weights = [_const(w) for w in estimator.coefs_]
+    biases = [_const(b) for b in estimator.intercepts_]
+    hidden = _ACTIVATIONS[estimator.activation]
+    out_activation = estimator.out_activation_
+
+    def forward(x):
+        h = x
+        for w, b in zip(weights[:-1], biases[:-1]):
+            h = hidden(h @ w + b)
+        return h @ weights[-1] + biases[-1]
+
+    name = type(estimator).__name__
+    if not is_classifier:
+        def predict(x):
+            out = forward(x)
+            return out.reshape(()) if out.shape == (1,) else out
+
+        return ImportedModel(predict, num_features=weights[0].shape[0], is_classifier=False, output="prediction",
+                             estimator_name=name)
+    if out_activation == "logistic" and weights[-1].shape[1] != 1:
+        raise ValueError("from_sklearn does not import multi-label MLPClassifier")
+
+    def proba(x):
+        out = forward(x)
+        if out_activation == "logistic":
+            return _binary_columns(jax.nn.sigmoid(out[0]))
+        return jax.nn.softmax(out)
+
+    return ImportedModel(proba, num_features=weights[0].shape[0], is_classifier=True, output="probabilities",
+                         classes=estimator.classes_, estimator_name=name)
+
+
+def from_sklearn(estimator: Any) -> ImportedModel:
+    """A fitted scikit-learn estimator (or an xgboost model) as a pure JAX function of one input.
+
+    Raises ``TypeError`` for an unsupported or unfitted estimator.
+    """
+    try:
+        from sklearn.base import is_classifier
+        from sklearn.exceptions import NotFittedError
+        from sklearn.utils.validation import check_is_fitted
+    except ImportError as error:  # pragma: no cover
+        raise ImportError("from_sklearn needs scikit-learn: pip install scikit-learn") from error
+    module = type(estimator).__module__
+    if module.startswith("xgboost"):
+        from jaxprobe.models.trees import tree_ensemble_from_xgboost
+
+        return _wrap_trees(tree_ensemble_from_xgboost(estimator), estimator)
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        raise TypeError(f"{type(estimator).__name__} is not fitted: call fit first") from None
+    except TypeError:
+        raise TypeError(f"from_sklearn needs a fitted scikit-learn estimator, got {type(estimator).__name__}") \
+            from None
+    from sklearn import linear_model, neural_network, svm
+
+    classifier = is_classifier(estimator)
+    if isinstance(estimator, linear_model.LogisticRegression):
+        return _logistic(estimator)
+    if isinstance(estimator, (linear_model.LinearRegression, linear_model.Ridge)):
+        return _linear(estimator)
+    if isinstance(estimator, (svm.SVC, svm.SVR)):
+        return _svm(estimator, classifier)
+    if isinstance(estimator, (neural_network.MLPClassifier, neural_network.MLPRegressor)):
+        return _mlp(estimator, classifier)
+    if module.startswith("sklearn.tree") or module.startswith("sklearn.ensemble"):
+        from jaxprobe.models.trees import tree_ensemble_from_sklearn
+
+        return _wrap_trees(tree_ensemble_from_sklearn(estimator), estimator)
+    raise TypeError(f"from_sklearn does not support {type(estimator).__name__}; supported: LinearRegression, "
+                    "Ridge, LogisticRegression, SVC (binary), SVR, MLPClassifier, MLPRegressor, DecisionTree*, "
+                    "RandomForest*, ExtraTrees*, GradientBoosting*, and xgboost models")
+
+
+def _wrap_trees(tree_model: Any, estimator: Any) -> ImportedModel:
+    classes = getattr(estimator, "classes_", None)
+    return ImportedModel(tree_model, num_features=int(estimator.n_features_in_), is_classifier=classes is not None,
+                         output="probabilities" if classes is not None else "prediction", classes=classes,
+                         differentiable=False, estimator_name=type(estimator).__name__)
