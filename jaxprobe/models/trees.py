@@ -1,0 +1,529 @@
+"""Tree ensembles (scikit-learn trees and forests, gradient boosting, xgboost) as pure JAX functions.
+
+:func:`tree_ensemble_from_sklearn` and :func:`tree_ensemble_from_xgboost` copy a fitted
+model's trees once into padded arrays; the returned :class:`TreeEnsembleModel` is called
+on ONE input ``x`` ``(d,)`` and gives
+
+* classifiers: class probabilities ``(K,)``, the row ``predict_proba`` gives (binary:
+  the 2-vector ``[p0, p1]``);
+* regressors: the scalar ``predict`` gives (shape ``()``).
+
+Evaluation is vectorized over all trees and has no data-dependent Python control flow:
+every tree takes the same fixed number of steps (the ensemble's maximum depth) in a
+``lax.fori_loop``, one gather per step, and leaves point to themselves. The model works
+under ``jax.jit``, ``jax.vmap`` and ``jax.grad``; it is piecewise constant in ``x``, so its
+gradient is zero (finite, never NaN) wherever it exists, and a gradient-based sampler sees
+a flat landscape: use a tree ensemble as the comparison model or with a gradient-free
+sampler.
+
+Splits. A node sends ``x`` to its left child iff ``float32(x[feature]) <= threshold``.
+scikit-learn casts ``X`` to float32 and compares it with float64 thresholds
+(``x <= t``); the float32 threshold stored here is ``t`` rounded toward −∞, which gives
+exactly the same decision for every float32 ``x``. xgboost compares float32 ``x`` with
+its float32 ``split_condition`` as ``x < s``; the threshold stored here is the float32
+just below ``s``, again exactly the same decision. A float64 input (with
+``jax_enable_x64``) is rounded to float32 for the comparisons, as both libraries do,
+while leaf values and the aggregation are then computed in float64; otherwise they are
+float32.
+
+Missing values are not supported: a NaN feature always goes right here, while
+scikit-learn (≥ 1.3) and xgboost send it to a learned "missing" child. Feed finite inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.types import Array
+
+__all__ = ["TreeEnsembleModel", "tree_ensemble_from_sklearn", "tree_ensemble_from_xgboost"]
+
+#: Output links: the function of the aggregated raw score ``(G,)`` a model returns.
+#: ``identity``: the raw score (a scalar when ``G == 1``); ``sigmoid_binary``:
+#: ``[1 − σ(r), σ(r)]``; ``half_sigmoid_binary``: ``[1 − σ(2r), σ(2r)]`` (sklearn's
+#: exponential loss); ``softmax``: ``softmax(r)``; ``sigmoid``: scalar ``σ(r)``;
+#: ``exp``: scalar ``exp(r)``.
+LINKS = ("identity", "sigmoid_binary", "half_sigmoid_binary", "softmax", "sigmoid", "exp")
+_CLASSIFIER_LINKS = ("sigmoid_binary", "half_sigmoid_binary", "softmax")
+
+
+class TreeEnsembleModel:
+    """A tree ensemble as a pure JAX function of one input ``x`` ``(d,)``.
+
+    With ``T`` trees padded to ``N`` nodes each, ``V`` values per leaf and ``G`` raw-score
+    columns, the model computes
+
+    * ``leaf[t]`` ``(V,)``: the leaf of tree ``t`` that ``x`` reaches;
+    * ``raw`` ``(G,)`` = ``base_score + Σ_t leaf[t]`` when ``tree_group`` is None
+      (then ``V == G``), else ``raw[g] = base_score[g] + Σ_{t: tree_group[t] = g} leaf[t, 0]``
+      (``V == 1``, one raw-score column per tree, as in boosting);
+    * the output ``link(raw)`` (see :data:`LINKS`): ``(K,)`` probabilities or a scalar.
+
+    Weights such as a forest's ``1/T`` or boosting's learning rate are already folded into
+    ``leaf_values``.
+
+    Args:
+        feature: ``(T, N)`` int, the feature index a node tests (anything at leaves).
+        threshold: ``(T, N)`` float32; ``x`` goes left iff ``float32(x[feature]) <= threshold``.
+        left, right: ``(T, N)`` int, child indices within the tree; leaves point to themselves.
+        leaf_values: ``(T, N, V)`` float (stored as float64), the value of every node (only
+            leaves' values are read).
+        base_score: ``(G,)`` float, the raw-score baseline.
+        link: one of :data:`LINKS`.
+        tree_group: None or ``(T,)`` int in ``[0, G)``, the raw-score column of each tree.
+        max_depth: number of steps to take, at least the depth of the deepest tree
+            (computed from ``left``/``right`` when None).
+        num_features: ``d``; inputs must have shape ``(d,)``.
+        classes: the class labels of a classifier (or None).
+        is_classifier: whether the output is class probabilities; default: the link is one of
+            ``sigmoid_binary``, ``half_sigmoid_binary``, ``softmax`` (a forest's averaged
+            probabilities use ``identity`` and pass True).
+        estimator_name: for messages and ``repr``.
+
+    Attributes: the arguments above (as NumPy arrays), ``num_trees`` ``T``, ``max_nodes``
+    ``N``, ``num_outputs`` (``K`` for a classifier, 1 for a scalar output), ``is_classifier``,
+    ``differentiable`` (always False: the model is piecewise constant).
+    """
+
+    differentiable = False
+
+    def __init__(self, *, feature: Any, threshold: Any, left: Any, right: Any, leaf_values: Any,
+                 base_score: Any, link: str, num_features: int, tree_group: Any = None,
+                 max_depth: int | None = None, classes: Any = None, is_classifier: bool | None = None,
+                 estimator_name: str = "TreeEnsemble"):
+        if link not in LINKS:
+            raise ValueError(f"link must be one of {LINKS}, got {link!r}")
+        self.feature = np.asarray(feature, np.int32)
+        self.threshold = np.asarray(threshold, np.float32)
+        self.left = np.asarray(left, np.int32)
+        self.right = np.asarray(right, np.int32)
+        self.leaf_values = np.asarray(leaf_values, np.float64)
+        self.base_score = np.atleast_1d(np.asarray(base_score, np.float64))
+        self.tree_group = None if tree_group is None else np.asarray(tree_group, np.int32)
+        self.link = link
+        self.num_features = int(num_features)
+        self.classes = None if classes is None else np.asarray(classes)
+        self.estimator_name = estimator_name
+        num_trees, max_nodes = self.feature.shape
+        for name in ("threshold", "left", "right"):
+            if getattr(self, name).shape != (num_trees, max_nodes):
+                raise ValueError(f"{name} must have shape {(num_trees, max_nodes)}, got {getattr(self, name).shape}")
+        if self.leaf_values.ndim != 3 or self.leaf_values.shape[:2] != (num_trees, max_nodes):
+            raise ValueError(f"leaf_values must have shape ({num_trees}, {max_nodes}, V), got "
+                             f"{self.leaf_values.shape}")
+        num_columns = self.base_score.shape[0]
+        if self.tree_group is None:
+            if self.leaf_values.shape[2] != num_columns:
+                raise ValueError("without tree_group, leaf_values' last axis must match base_score")
+        else:
+            if self.leaf_values.shape[2] != 1 or self.tree_group.shape != (num_trees,):
+                raise ValueError("with tree_group, leaf_values must have shape (T, N, 1) and tree_group (T,)")
+            if num_trees and (self.tree_group.min() < 0 or self.tree_group.max() >= num_columns):
+                raise ValueError(f"tree_group values must lie in [0, {num_columns})")
+        for name in ("left", "right"):
+            child = getattr(self, name)
+            if child.size and (child.min() < 0 or child.max() >= max_nodes):
+                raise ValueError(f"{name} child indices must lie in [0, {max_nodes}); leaves point to themselves")
+        own_index = np.arange(max_nodes)
+        if np.any((self.left == own_index) != (self.right == own_index)):
+            raise ValueError("a leaf must point to itself through both left and right")
+        if self.feature.size and (self.feature.min() < 0 or self.feature.max() >= self.num_features):
+            raise ValueError(f"feature indices must lie in [0, {self.num_features})")
+        if link in ("sigmoid_binary", "half_sigmoid_binary", "sigmoid", "exp") and num_columns != 1:
+            raise ValueError(f"link {link!r} needs one raw-score column, got {num_columns}")
+        self.num_trees, self.max_nodes = num_trees, max_nodes
+        self.max_depth = _tree_depth(self.left, self.right) if max_depth is None else int(max_depth)
+        self.is_classifier = link in _CLASSIFIER_LINKS if is_classifier is None else bool(is_classifier)
+        self.num_outputs = 2 if link in ("sigmoid_binary", "half_sigmoid_binary") else (
+            num_columns if link in ("identity", "softmax") else 1)
+        # Flattened (T * N,) tables for 1-D gathers; device copies made once (not inside a trace).
+        offsets = (np.arange(num_trees, dtype=np.int32) * max_nodes)[:, None]
+        self._offsets = jnp.asarray(offsets[:, 0])
+        self._feature = jnp.asarray(self.feature.reshape(-1))
+        self._threshold = jnp.asarray(self.threshold.reshape(-1))
+        self._left = jnp.asarray((self.left + offsets).reshape(-1))
+        self._right = jnp.asarray((self.right + offsets).reshape(-1))
+        flat_values = self.leaf_values.reshape(num_trees * max_nodes, -1)
+        self._values = {np.dtype(np.float32): jnp.asarray(flat_values.astype(np.float32))}
+        if jax.config.jax_enable_x64:
+            self._values[np.dtype(np.float64)] = jnp.asarray(flat_values)
+        self._flat_values64 = flat_values
+        if self.tree_group is not None:
+            self._onehot = np.eye(num_columns, dtype=np.float64)[self.tree_group]  # (T, G)
+        self._batch = jax.jit(jax.vmap(self.__call__))
+
+    # -- evaluation ---------------------------------------------------------------------
+    def _check(self, x: Any) -> Array:
+        x = jnp.asarray(x)
+        if x.shape != (self.num_features,):
+            raise ValueError(f"{self.estimator_name} expects one input of shape ({self.num_features},), got "
+                             f"{x.shape}; use predict_batch (or jax.vmap) for a batch (n, d)")
+        return x
+
+    @staticmethod
+    def _dtype(x: Array) -> np.dtype:
+        return np.dtype(np.float64) if x.dtype == jnp.float64 else np.dtype(np.float32)
+
+    def leaves(self, x: Array) -> Array:
+        """The flat leaf index ``t * N + node`` that ``x`` ``(d,)`` reaches in each tree: ``(T,)`` int32."""
+        x = self._check(x)
+        x32 = jax.lax.stop_gradient(x).astype(jnp.float32)  # both libraries compare in float32
+
+        def step(_, node):
+            go_left = x32[self._feature[node]] <= self._threshold[node]
+            return jnp.where(go_left, self._left[node], self._right[node])
+
+        return jax.lax.fori_loop(0, self.max_depth, step, self._offsets)
+
+    def raw_score(self, x: Array) -> Array:
+        """The aggregated raw score (margin) before the link: ``(G,)`` (float32, or float64 for a float64 ``x``)."""
+        x = self._check(x)
+        dtype = self._dtype(x)
+        values = self._values.get(dtype)
+        if values is None:  # x64 switched on after construction
+            values = jnp.asarray(self._flat_values64, dtype)
+        leaf = values[self.leaves(x)]  # (T, V)
+        if self.tree_group is None:
+            total = jnp.sum(leaf, axis=0)
+        else:
+            # A masked sum rather than a matmul: a float32 dot may run in TF32/bf16 on accelerators.
+            total = jnp.sum(leaf[:, :1] * jnp.asarray(self._onehot, dtype), axis=0)
+        return jnp.asarray(self.base_score, dtype) + total
+
+    def __call__(self, x: Array) -> Array:
+        """Probabilities ``(K,)`` for a classifier, a scalar ``()`` for a regressor, for ONE ``x`` ``(d,)``."""
+        raw = self.raw_score(x)
+        link = self.link
+        if link == "identity":
+            return raw[0] if raw.shape[0] == 1 else raw
+        if link == "softmax":
+            return jax.nn.softmax(raw)
+        if link in ("sigmoid_binary", "half_sigmoid_binary"):
+            p1 = jax.nn.sigmoid(2.0 * raw[0] if link == "half_sigmoid_binary" else raw[0])
+            return jnp.stack([1.0 - p1, p1])
+        if link == "sigmoid":
+            return jax.nn.sigmoid(raw[0])
+        return jnp.exp(raw[0])  # "exp"
+
+    def predict_batch(self, x: Any) -> Array:
+        """``jit(vmap(model))``: ``(n, d)`` → ``(n, K)`` or ``(n,)``, as a JAX array."""
+        x = jnp.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"expected inputs of shape (n, {self.num_features}), got {x.shape}")
+        return self._batch(x)
+
+    def __repr__(self) -> str:
+        return (f"TreeEnsembleModel({self.estimator_name}, trees={self.num_trees}, max_nodes={self.max_nodes}, "
+                f"max_depth={self.max_depth}, link={self.link!r})")
+
+
+# -- packing ---------------------------------------------------------------------------
+def _tree_depth(left: np.ndarray, right: np.ndarray) -> int:
+    """Deepest root-to-leaf path over all trees (``left``/``right`` ``(T, N)``, leaves self-loop)."""
+    trees = np.arange(left.shape[0])
+    nodes = np.zeros(left.shape[0], np.int64)  # the internal-or-leaf nodes reached after `depth` steps
+    depth = 0
+    while True:
+        internal = left[trees, nodes] != nodes
+        trees, nodes = trees[internal], nodes[internal]
+        if trees.size == 0:
+            return depth
+        if depth >= left.shape[1]:
+            raise ValueError("tree structure has a cycle: follow left/right and a non-leaf node repeats")
+        trees, nodes = np.concatenate([trees, trees]), np.concatenate([left[trees, nodes], right[trees, nodes]])
+        depth += 1
+
+
+def _pack(trees: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]):
+    """Pad per-tree ``(children_left, children_right, feature, threshold32, values (n, V))`` to
+    ``(T, N)`` arrays; a child ``-1`` marks a leaf, which then points to itself."""
+    max_nodes = max(len(t[0]) for t in trees)
+    num_values = trees[0][4].shape[1]
+    num_trees = len(trees)
+    feature = np.zeros((num_trees, max_nodes), np.int32)
+    threshold = np.zeros((num_trees, max_nodes), np.float32)
+    self_loop = np.broadcast_to(np.arange(max_nodes, dtype=np.int32), (num_trees, max_nodes))
+    left, right = self_loop.copy(), self_loop.copy()
+    values = np.zeros((num_trees, max_nodes, num_values), np.float64)
+    for t, (cl, cr, feat, thr, val) in enumerate(trees):
+        n = len(cl)
+        leaf = np.asarray(cl) < 0
+        left[t, :n] = np.where(leaf, np.arange(n), cl)
+        right[t, :n] = np.where(leaf, np.arange(n), cr)
+        feature[t, :n] = np.where(leaf, 0, feat)
+        threshold[t, :n] = np.where(leaf, 0.0, thr)
+        values[t, :n] = val
+    return feature, threshold, left, right, values
+
+
+def _float32_at_most(threshold: Any) -> np.ndarray:
+    """The largest float32 ≤ each float64 threshold: ``x32 <= t64`` ⇔ ``x32 <= _float32_at_most(t64)``."""
+    t64 = np.asarray(threshold, np.float64)
+    with np.errstate(over="ignore"):
+        t32 = t64.astype(np.float32)
+    above = t32.astype(np.float64) > t64
+    return np.where(above, np.nextafter(t32, np.float32(-np.inf)), t32).astype(np.float32)
+
+
+def _float32_below(split: Any) -> np.ndarray:
+    """The largest float32 < each float32 split: ``x32 < s`` ⇔ ``x32 <= _float32_below(s)``."""
+    s32 = np.asarray(split, np.float32)
+    return np.nextafter(s32, np.float32(-np.inf))
+
+
+def _build(trees, *, base_score, link, num_features, tree_group=None, classes=None, is_classifier=None,
+           name="") -> TreeEnsembleModel:
+    feature, threshold, left, right, values = _pack(trees)
+    return TreeEnsembleModel(feature=feature, threshold=threshold, left=left, right=right, leaf_values=values,
+                             base_score=base_score, link=link, num_features=num_features, tree_group=tree_group,
+                             classes=classes, is_classifier=is_classifier, estimator_name=name)
+
+
+# -- scikit-learn ------------------------------------------------------------------------
+def _sklearn_tree(tree: Any, values: np.ndarray):
+    t = tree.tree_
+    return (np.asarray(t.children_left), np.asarray(t.children_right), np.asarray(t.feature),
+            _float32_at_most(t.threshold), values)
+
+
+def _check_single_output(estimator: Any, tree: Any) -> None:
+    if tree.tree_.n_outputs != 1:
+        raise ValueError(f"tree_ensemble_from_sklearn does not support multi-output {type(estimator).__name__} "
+                         f"({tree.tree_.n_outputs} outputs); fit one estimator per output")
+
+
+def _classifier_tree_values(estimator: Any, tree: Any, weight: float) -> np.ndarray:
+    """Per-node class probabilities ``(n_nodes, K)`` × ``weight``, normalized as ``predict_proba`` does."""
+    _check_single_output(estimator, tree)
+    num_classes = int(np.atleast_1d(tree.n_classes_)[0])
+    value = np.asarray(tree.tree_.value, np.float64)[:, 0, :num_classes]
+    normalizer = value.sum(axis=1, keepdims=True)
+    normalizer[normalizer == 0.0] = 1.0
+    return value / normalizer * weight
+
+
+def _regressor_tree_values(estimator: Any, tree: Any, weight: float) -> np.ndarray:
+    _check_single_output(estimator, tree)
+    return np.asarray(tree.tree_.value, np.float64)[:, 0, :1] * weight
+
+
+def _gradient_boosting(estimator: Any, classifier: bool) -> TreeEnsembleModel:
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    name = type(estimator).__name__
+    stages = np.asarray(estimator.estimators_)  # (n_stages, G) of DecisionTreeRegressor
+    num_features = int(estimator.n_features_in_)
+    num_columns = stages.shape[1]
+    if isinstance(estimator.init_, str) and estimator.init_ == "zero":
+        base = np.zeros(num_columns)
+    elif isinstance(estimator.init_, (DummyClassifier, DummyRegressor)):
+        # The default init predicts a constant (class priors / mean / quantile): its raw
+        # prediction is the same at every x, so evaluate sklearn's own code once.
+        base = np.asarray(estimator._raw_predict_init(np.zeros((1, num_features), np.float32)), np.float64)[0]
+    else:
+        raise ValueError(f"tree_ensemble_from_sklearn supports {name} with init=None (the default), 'zero' or a "
+                         f"DummyClassifier/DummyRegressor, not init={type(estimator.init_).__name__}: its raw "
+                         "prediction depends on x")
+    rate = float(estimator.learning_rate)
+    trees, groups = [], []
+    for stage in stages:
+        for group, tree in enumerate(stage):
+            trees.append(_sklearn_tree(tree, _regressor_tree_values(estimator, tree, rate)))
+            groups.append(group)
+    if not classifier:
+        link = "identity"
+    elif num_columns > 1:
+        link = "softmax"
+    else:
+        link = "half_sigmoid_binary" if type(estimator._loss).__name__ == "ExponentialLoss" else "sigmoid_binary"
+    return _build(trees, base_score=base, link=link, num_features=num_features, tree_group=np.array(groups),
+                  classes=getattr(estimator, "classes_", None), name=name)
+
+
+def tree_ensemble_from_sklearn(estimator: Any) -> TreeEnsembleModel:
+    """A fitted scikit-learn tree model as a :class:`TreeEnsembleModel`.
+
+    Supported (single output, fitted without relying on missing values):
+
+    * ``DecisionTreeClassifier`` / ``ExtraTreeClassifier``: the leaf's class fractions,
+      normalized (``predict_proba``);
+    * ``RandomForestClassifier`` / ``ExtraTreesClassifier``: the mean of the trees'
+      normalized class fractions (``predict_proba``);
+    * ``DecisionTreeRegressor`` / ``ExtraTreeRegressor``: the leaf value; ``RandomForestRegressor``
+      / ``ExtraTreesRegressor``: the mean of the trees' leaf values (``predict``);
+    * ``GradientBoostingClassifier`` (binary: ``[1 − σ(r), σ(r)]``, or ``σ(2r)`` for
+      ``loss="exponential"``; multiclass: ``softmax(r)``) and ``GradientBoostingRegressor``
+      (``r``), with ``r = init raw prediction + learning_rate · Σ trees``, as
+      ``predict_proba`` / ``predict``. The init must be the default (or a
+      ``DummyClassifier``/``DummyRegressor``) or ``"zero"``.
+
+    Returns a model of ONE input ``(d,)`` giving ``(K,)`` probabilities or a scalar.
+    Raises ``TypeError`` for an unfitted or unsupported estimator, ``ValueError`` for an
+    unsupported configuration (multi-output, a custom init estimator).
+    """
+    try:
+        from sklearn import ensemble, tree
+        from sklearn.exceptions import NotFittedError
+        from sklearn.utils.validation import check_is_fitted
+    except ImportError as error:  # pragma: no cover
+        raise ImportError("tree_ensemble_from_sklearn needs scikit-learn: pip install scikit-learn") from error
+    name = type(estimator).__name__
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        raise TypeError(f"{name} is not fitted: call fit first") from None
+    except TypeError:
+        raise TypeError(f"tree_ensemble_from_sklearn needs a fitted scikit-learn estimator, got {name}") from None
+    num_features = int(estimator.n_features_in_)
+    if isinstance(estimator, tree.DecisionTreeClassifier):  # includes ExtraTreeClassifier
+        values = _classifier_tree_values(estimator, estimator, 1.0)
+        return _build([_sklearn_tree(estimator, values)], base_score=np.zeros(values.shape[1]), link="identity",
+                      num_features=num_features, classes=estimator.classes_, is_classifier=True, name=name)
+    if isinstance(estimator, tree.DecisionTreeRegressor):  # includes ExtraTreeRegressor
+        values = _regressor_tree_values(estimator, estimator, 1.0)
+        return _build([_sklearn_tree(estimator, values)], base_score=np.zeros(1), link="identity",
+                      num_features=num_features, name=name)
+    if isinstance(estimator, (ensemble.RandomForestClassifier, ensemble.ExtraTreesClassifier)):
+        weight = 1.0 / len(estimator.estimators_)
+        trees = [_sklearn_tree(t, _classifier_tree_values(estimator, t, weight)) for t in estimator.estimators_]
+        return _build(trees, base_score=np.zeros(trees[0][4].shape[1]), link="identity", num_features=num_features,
+                      classes=estimator.classes_, is_classifier=True, name=name)
+    if isinstance(estimator, (ensemble.RandomForestRegressor, ensemble.ExtraTreesRegressor)):
+        weight = 1.0 / len(estimator.estimators_)
+        trees = [_sklearn_tree(t, _regressor_tree_values(estimator, t, weight)) for t in estimator.estimators_]
+        return _build(trees, base_score=np.zeros(1), link="identity", num_features=num_features, name=name)
+    if isinstance(estimator, ensemble.GradientBoostingClassifier):
+        return _gradient_boosting(estimator, classifier=True)
+    if isinstance(estimator, ensemble.GradientBoostingRegressor):
+        return _gradient_boosting(estimator, classifier=False)
+    raise TypeError(f"tree_ensemble_from_sklearn does not support {name}; supported: DecisionTree*, ExtraTree*, "
+                    "RandomForest*, ExtraTrees*, GradientBoosting* (Classifier and Regressor)")
+
+
+# -- xgboost -----------------------------------------------------------------------------
+#: objective → (link, transform of the stored base_score into the margin).
+_XGB_OBJECTIVES = {
+    "binary:logistic": ("sigmoid_binary", "logit"),
+    "reg:logistic": ("sigmoid", "logit"),
+    "multi:softprob": ("softmax", "identity"),
+    "multi:softmax": ("softmax", "identity"),  # probabilities as XGBClassifier.predict_proba gives them
+    "reg:squarederror": ("identity", "identity"),
+    "reg:squaredlogerror": ("identity", "identity"),
+    "reg:pseudohubererror": ("identity", "identity"),
+    "reg:absoluteerror": ("identity", "identity"),
+    "reg:quantileerror": ("identity", "identity"),
+    "count:poisson": ("exp", "log"),
+    "reg:gamma": ("exp", "log"),
+    "reg:tweedie": ("exp", "log"),
+}
+
+
+def _parse_floats(text: str) -> np.ndarray:
+    return np.array([float(v) for v in str(text).strip("[]").split(",") if v.strip()], np.float64)
+
+
+def tree_ensemble_from_xgboost(model: Any, iteration_range: tuple[int, int] | None = None) -> TreeEnsembleModel:
+    """An xgboost model (``XGBClassifier``, ``XGBRegressor``, ``XGBRF*`` or a ``Booster``) as a
+    :class:`TreeEnsembleModel`, parsed from ``booster.save_raw("json")``.
+
+    The margin is ``base_score`` (mapped by the objective's link: logit for
+    ``binary:logistic``/``reg:logistic``, log for ``count:poisson``/``reg:gamma``/``reg:tweedie``)
+    plus the sum of the leaf values of each output group's trees (the learning rate is already in
+    the leaves). Outputs: ``binary:logistic`` → ``[1 − p, p]`` (also for a plain Booster);
+    ``multi:softprob``/``multi:softmax`` → ``softmax(margin)`` ``(K,)``, as ``predict_proba``;
+    ``reg:logistic`` → scalar ``σ(margin)``; ``count:poisson``/``reg:gamma``/``reg:tweedie`` →
+    scalar ``exp(margin)``; ``reg:squarederror`` and the other ``reg:*`` errors → the margin.
+    A node sends ``x`` left iff ``x < split_condition`` (in float32), as xgboost does.
+
+    ``iteration_range``: ``(begin, end)`` boosting rounds to use (``end == 0``: all). By default
+    an sklearn wrapper uses ``best_iteration`` when fitted with early stopping (as its
+    ``predict`` does) and a Booster uses all trees (as ``Booster.predict`` does).
+
+    Not supported (``ValueError``): ``gblinear`` and ``dart`` boosters, categorical splits,
+    vector-leaf (multi-target) trees, other objectives (e.g. ``binary:logitraw``, ranking,
+    survival), per-row ``base_margin``. Raises ``ImportError`` when xgboost is not installed.
+    """
+    try:
+        import xgboost
+    except ImportError as error:
+        raise ImportError("tree_ensemble_from_xgboost needs xgboost, which is not installed: "
+                          "pip install xgboost") from error
+    if isinstance(model, xgboost.Booster):
+        booster, wrapper = model, None
+    elif hasattr(model, "get_booster"):
+        wrapper = model
+        try:
+            booster = model.get_booster()
+        except Exception as error:  # xgboost raises NotFittedError (a ValueError subclass) / XGBoostError
+            raise TypeError(f"{type(model).__name__} is not fitted: call fit first") from error
+    else:
+        raise TypeError(f"tree_ensemble_from_xgboost needs an xgboost Booster or sklearn wrapper, got "
+                        f"{type(model).__name__}")
+    name = type(model).__name__
+    learner = json.loads(bytes(booster.save_raw(raw_format="json")))["learner"]
+    booster_name = learner["gradient_booster"]["name"]
+    if booster_name != "gbtree":
+        raise ValueError(f"tree_ensemble_from_xgboost supports the gbtree booster, not {booster_name!r}")
+    objective = learner["objective"]["name"]
+    if objective not in _XGB_OBJECTIVES:
+        raise ValueError(f"tree_ensemble_from_xgboost does not support objective {objective!r}; supported: "
+                         f"{sorted(_XGB_OBJECTIVES)}")
+    link, transform = _XGB_OBJECTIVES[objective]
+    params = learner["learner_model_param"]
+    if int(params.get("num_target", 1)) > 1:
+        raise ValueError("tree_ensemble_from_xgboost does not support multi-target models")
+    num_columns = max(int(params.get("num_class", 0)), 1)
+    num_features = int(params["num_feature"])
+    base = _parse_floats(params["base_score"]).astype(np.float32).astype(np.float64)
+    base = np.broadcast_to(base, (num_columns,)).copy() if base.size == 1 else base
+    if base.shape != (num_columns,):
+        raise ValueError(f"unexpected base_score {params['base_score']!r} for {num_columns} output groups")
+    if transform == "logit":
+        base = np.log(base) - np.log1p(-base)
+    elif transform == "log":
+        base = np.log(base)
+
+    gbtree = learner["gradient_booster"]["model"]
+    trees_json, tree_info = gbtree["trees"], list(gbtree["tree_info"])
+    if iteration_range is None:
+        iteration_range = (0, 0)
+        if wrapper is not None and hasattr(wrapper, "_get_iteration_range"):
+            iteration_range = tuple(wrapper._get_iteration_range(None))
+    begin, end = (int(v) for v in iteration_range)
+    indptr = gbtree.get("iteration_indptr")
+    if indptr is None:  # older models: a fixed number of trees per round
+        per_round = num_columns * int(gbtree["gbtree_model_param"].get("num_parallel_tree", 1))
+        indptr = list(range(0, len(trees_json) + 1, per_round))
+    num_rounds = len(indptr) - 1
+    if end == 0:
+        end = num_rounds
+    if not 0 <= begin <= end <= num_rounds:
+        raise ValueError(f"iteration_range {iteration_range} is outside the model's {num_rounds} rounds")
+    selected = range(indptr[begin], indptr[end])
+
+    trees, groups = [], []
+    for index in selected:
+        tree = trees_json[index]
+        if int(tree["tree_param"].get("size_leaf_vector", 1)) > 1:
+            raise ValueError("tree_ensemble_from_xgboost does not support vector-leaf (multi_output_tree) models")
+        if any(int(s) != 0 for s in tree.get("split_type", [])):
+            raise ValueError("tree_ensemble_from_xgboost does not support categorical splits")
+        cl = np.asarray(tree["left_children"], np.int64)
+        cr = np.asarray(tree["right_children"], np.int64)
+        cond = np.asarray(tree["split_conditions"], np.float64).astype(np.float32)
+        leaf = cl < 0
+        values = np.where(leaf, cond.astype(np.float64), 0.0)[:, None]
+        trees.append((cl, cr, np.asarray(tree["split_indices"], np.int64), _float32_below(cond), values))
+        groups.append(int(tree_info[index]))
+    if not trees:  # an empty range: the baseline alone
+        trees = [(np.array([-1]), np.array([-1]), np.array([0]), np.zeros(1, np.float32), np.zeros((1, 1)))]
+        groups = [0]
+    classes = getattr(wrapper, "classes_", None) if link in _CLASSIFIER_LINKS and wrapper is not None else None
+    return _build(trees, base_score=base, link=link, num_features=num_features, tree_group=np.array(groups),
+                  classes=classes, name=name)
