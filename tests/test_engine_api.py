@@ -262,6 +262,7 @@ def test_progress_bar_reports_steps(capsys):
     assert "step/s" in err and "acc=" in err
 
 
+@pytest.mark.slow
 def test_float64_when_x64_enabled(tmp_path):
     """float64 runs end to end when jax_enable_x64 is on (in a subprocess: the flag is global)."""
     import subprocess

@@ -11,6 +11,7 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ is empty"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")

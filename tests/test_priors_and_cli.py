@@ -78,6 +78,7 @@ def test_sampling_a_prior_recovers_it():
     mc_check_second_moment(result.positions, prior.mean, np.diag(prior.scale**2))
 
 
+@pytest.mark.slow
 def test_cli_demo_writes_samples_summary_and_plot(tmp_path, capsys):
     from jaxprobe.cli import main
 
