@@ -124,28 +124,6 @@ def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Ar
     return jax.vmap(jax.value_and_grad(logdensity_fn))(positions)
 
 
-def gradient_state(positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-    """Initial state of a gradient kernel: positions ``(C, D)`` with their log density and gradient."""
-    logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
-    return GradientState(positions, logdensity, grad)
-
-
-def _metropolis(log_uniform: Array, raw_proposal_logdensity: Array, log_ratio_rest: Array):
-    """The accept test shared by MALA and RWMH, per chain.
-
-    ``log_ratio_rest`` is the log ratio without the proposal's log density (``−log p(x)`` plus any
-    proposal-density terms). A non-finite proposal log density becomes −inf and is never accepted;
-    a NaN ratio (e.g. from a NaN gradient) compares False and is rejected too.
-    Returns ``(proposal_logdensity, is_accepted, is_nonfinite, acceptance_rate)``.
-    """
-    is_nonfinite = ~jnp.isfinite(raw_proposal_logdensity)
-    proposal_logdensity = jnp.where(is_nonfinite, -jnp.inf, raw_proposal_logdensity)
-    log_ratio = proposal_logdensity + log_ratio_rest
-    is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
-    acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
-    return proposal_logdensity, is_accepted, is_nonfinite, acceptance_rate
-
-
 def _per_chain(value: Array, num_chains: int) -> Array:
     return jnp.broadcast_to(value, (num_chains,))
 
@@ -178,7 +156,8 @@ class MALA:
     adapts_mass_matrix: ClassVar[bool] = False
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        return gradient_state(positions, logdensity_fn)
+        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
+        return GradientState(positions, logdensity, grad)
 
     def step(
         self,
@@ -195,12 +174,17 @@ class MALA:
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
         raw_logdensity, proposal_grad = _value_and_grad(logdensity_fn, proposal)
+        is_nonfinite = ~jnp.isfinite(raw_logdensity)
+        proposal_logdensity = jnp.where(is_nonfinite, -jnp.inf, raw_logdensity)
+
         # log q(x' | x) = -|√(2ε) ξ|² / (4ε) = -|ξ|²/2; the reverse move needs ∇log p(x').
         reverse = position - proposal - step_size * proposal_grad
         log_q_reverse = -jnp.sum(reverse**2, axis=-1) / (4.0 * parameters["step_size"])
         log_q_forward = -0.5 * jnp.sum(noise**2, axis=-1)
-        proposal_logdensity, is_accepted, is_nonfinite, acceptance_rate = _metropolis(
-            log_uniform, raw_logdensity, -logdensity + log_q_reverse - log_q_forward)
+        log_ratio = proposal_logdensity - logdensity + log_q_reverse - log_q_forward
+        # NaN (e.g. from a NaN gradient) compares False: rejected, as it must be.
+        is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
+        acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
 
         keep = is_accepted[:, None]
         new_state = GradientState(
@@ -250,8 +234,11 @@ class RWMH:
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
         raw_logdensity = jax.vmap(logdensity_fn)(proposal)
-        proposal_logdensity, is_accepted, is_nonfinite, acceptance_rate = _metropolis(
-            log_uniform, raw_logdensity, -logdensity)
+        is_nonfinite = ~jnp.isfinite(raw_logdensity)
+        proposal_logdensity = jnp.where(is_nonfinite, -jnp.inf, raw_logdensity)
+        log_ratio = proposal_logdensity - logdensity
+        is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
+        acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
         new_state = ValueState(
             jnp.where(is_accepted[:, None], proposal, position),
             jnp.where(is_accepted, proposal_logdensity, logdensity),
@@ -312,7 +299,8 @@ class HMC:
     adapts_mass_matrix: ClassVar[bool] = True
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        return gradient_state(positions, logdensity_fn)
+        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
+        return GradientState(positions, logdensity, grad)
 
     def step(self, rng_key, state, parameters, logdensity_fn):
         safe = safe_logdensity(logdensity_fn)
@@ -364,7 +352,8 @@ class NUTS:
     adapts_mass_matrix: ClassVar[bool] = True
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        return gradient_state(positions, logdensity_fn)
+        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
+        return GradientState(positions, logdensity, grad)
 
     def step(self, rng_key, state, parameters, logdensity_fn):
         safe = safe_logdensity(logdensity_fn)
@@ -418,8 +407,9 @@ class ChEES:
     adapts_mass_matrix: ClassVar[bool] = True
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> DynamicState:
+        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
         index = jnp.zeros((positions.shape[0],), jnp.int32)
-        return DynamicState(*gradient_state(positions, logdensity_fn), index)
+        return DynamicState(positions, logdensity, grad, index)
 
     def _integration_steps(self, random_generator_arg: Array, num_leapfrog_steps: Array) -> Array:
         jitter = bj_dynamic_hmc.halton_sequence(random_generator_arg, self.max_bits)
