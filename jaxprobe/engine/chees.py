@@ -9,7 +9,12 @@ one change: every reduction over chains is the engine's fixed pairwise tree
 matmul over the chain axis. A plain reduction over a sharded chain axis is
 split into per-device partial sums plus an all-reduce, so its rounding (and,
 fed back through the adaptation, the adapted parameters) depends on the device
-count; the tree gives the same bits on one device or many.
+count; the tree gives the same bits on one device or many. The values that
+enter and leave these sums are also materialized (:func:`_materialize`) so that
+XLA cannot fuse a multiply into a following add as an FMA in one program and
+not in the other. Result: the adapted parameters, and so the draws, are
+bit-identical for 1 and 4 devices (``tests/test_engine_devices.py``, 64 chains;
+with fewer than 2 warmup steps XLA folds the scan away and this is not ensured).
 
 Per warmup step ``t`` (BlackJAX's ``compute_parameters``):
 
@@ -18,7 +23,7 @@ Per warmup step ``t`` (BlackJAX's ``compute_parameters``):
   probabilities; the sampling step size is the moving average
   ``log ε̄_t = (1 − t^{-κ}) log ε̄_{t−1} + t^{-κ} log ε_t`` (κ = ``decay_rate`` 0.5);
 - trajectory length T: Adam on ``log T`` with the ChEES gradient (the paper's
-  Eq. 5 pathwise estimate, acceptance-weighted over chains)
+  pathwise estimate of dChEES/dT, acceptance-weighted over chains)
   ``u_t · T · (|x̃' − E x̃'|² − |x̃ − E x̃|²) · ⟨x' − E x', p'⟩``, where ``u_t`` is
   the Halton jitter, ``x̃`` positions whitened by the current diagonal metric,
   updates clipped to ±0.35, and the same moving average;
@@ -254,7 +259,8 @@ def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn:
     reductions only, so the result is bit-identical for any number of devices the chains are
     sharded over. Returns the engine state to sample from (shared step size, inverse mass
     matrix and mean number of leapfrog steps, broadcast per chain) and the ``(C,)`` mean
-    acceptance rates over warmup.
+    acceptance rates over warmup. ``_return_adaptation_state=True`` (a diagnostic seam)
+    returns the final :class:`ChEESState` instead.
     """
     num_chains, dim = positions.shape
     dtype = positions.dtype
