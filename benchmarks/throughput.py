@@ -31,6 +31,8 @@ Usage::
     PYTHONPATH=. python benchmarks/throughput.py            # full run, several minutes
     PYTHONPATH=. python benchmarks/throughput.py --quick    # smoke run, small sizes
     PYTHONPATH=. python benchmarks/throughput.py --out DIR  # write results elsewhere
+    PYTHONPATH=. python benchmarks/throughput.py --limit-only --chains 1024,8192 --repetitions 15
+        # section 1 alone with CPU-time ratios and diagnostics -> results/throughput.limit.{json,md}
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ HIDDEN = 64
 TEMPERATURE = 0.01
 STEP_SIZE = 0.05  # MALA step size ε of every throughput row
 TARGET_SECONDS = 0.25  # each timed call of the limit lasts about this long (so ≥ ~0.2 s)
+ACCEPT_ONLY = "mala, accept step only"
+NOISE_AFTER_GRADIENT = "limit, noise after gradient"
 # Ratio targets jaxprobe-MALA-time / limit-time, by the smallest C they apply to.
 RATIO_TARGETS = ((1024, 1.10), (64, 1.15), (1, 1.30))
 
@@ -157,6 +161,7 @@ class Candidate:
     call: Callable[[], Any]
     acceptance: Callable[[Any], float] | None = None  # from call()'s result, where it reports one
     times: list[float] = dataclasses.field(default_factory=list)
+    cpu_times: list[float] = dataclasses.field(default_factory=list)  # process CPU time of the same calls
     acceptance_rate: float | None = None
 
     @property
@@ -190,10 +195,16 @@ def calibrate(build: Callable[[int], Callable[[], Any]], probe_steps: int, targe
     return max(multiple, int(math.ceil(steps / multiple)) * multiple)
 
 
-def median_paired_ratio(candidate: Candidate, reference: Candidate) -> float:
-    """Median over repetitions of the per-step time ratio within one repetition: a noise check on the min ratio."""
-    return float(np.median([(a / candidate.steps) / (b / reference.steps)
-                            for a, b in zip(candidate.times, reference.times)]))
+def median_paired_ratio(candidate: Candidate, reference: Candidate, cpu: bool = False) -> float:
+    """Median over repetitions of the per-step time ratio within one repetition: a noise check on the min ratio.
+
+    ``cpu=True`` uses process CPU time instead of wall time: on a machine shared with
+    other work, CPU time counts the work a call did and not the time it waited for a
+    core, so its ratios scatter far less (but a program that overlaps work on several
+    idle cores is not credited for it).
+    """
+    mine, theirs = (candidate.cpu_times, reference.cpu_times) if cpu else (candidate.times, reference.times)
+    return float(np.median([(a / candidate.steps) / (b / reference.steps) for a, b in zip(mine, theirs)]))
 
 
 def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
@@ -205,7 +216,9 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
     for repetition in range(repetitions):
         shift = repetition % len(candidates)
         for candidate in candidates[shift:] + candidates[:shift]:
+            cpu_start = time.process_time()
             candidate.times.append(measure_once(candidate.call))
+            candidate.cpu_times.append(time.process_time() - cpu_start)
 
 
 # ------------------------------------------------------------------ JAX candidates (all jitted lax.scan)
@@ -233,6 +246,73 @@ def build_limit(logdensity, x0, step_size):
         return lambda: jax.block_until_ready(run(key, x0))
 
     return build
+
+
+def build_limit_noise_after_gradient(logdensity, x0, step_size):
+    """Diagnostic: the limit with its noise draw made to wait for the gradient (same values).
+
+    In the limit the noise of a step does not depend on its gradient, so XLA:CPU may
+    run the two concurrently on two idle cores; in MALA the proposal needs the noise
+    before its gradient. This row measures what that ordering costs the limit.
+    """
+    num_chains, dim = x0.shape
+    value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
+    noise_scale = math.sqrt(2.0 * step_size)
+
+    def build(steps):
+        @jax.jit
+        def run(key, x):
+            def step(x, t):
+                _, grad = value_and_grad(x)
+                t_after = t + (grad[0, 0] > jnp.inf).astype(t.dtype)  # always t, known only after the gradient
+                noise = jax.random.normal(jax.random.fold_in(key, t_after), (num_chains * dim,)).reshape(num_chains, dim)
+                return x + step_size * grad + noise_scale * noise, None
+
+            x, _ = jax.lax.scan(step, x, jnp.arange(steps))
+            return x
+
+        key = jax.random.key(2)
+        return lambda: jax.block_until_ready(run(key, x0))
+
+    return build
+
+
+def build_accept_only_mala(logdensity, x0, step_size):
+    """Diagnostic: exact MALA and nothing else (no stored draws, no statistics, no non-finite handling).
+
+    The limit plus the Metropolis correction: the carried log density and gradient,
+    one flat random-bits call per step for the noise and the uniforms (jaxprobe's
+    ``normal_and_uniform``), the reverse-proposal density and three selects. Its
+    ratio to the limit is the minimum cost of exactness in this implementation.
+    """
+    num_chains, dim = x0.shape
+    value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
+    noise_scale = math.sqrt(2.0 * step_size)
+    logdensity0, grad0 = jax.block_until_ready(value_and_grad(x0))
+
+    def build(steps):
+        @jax.jit
+        def run(key, x, value, grad):
+            def step(carry, t):
+                x, value, grad = carry
+                noise, uniform = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
+                proposal = x + step_size * grad + noise_scale * noise
+                proposal_value, proposal_grad = value_and_grad(proposal)
+                reverse = x - proposal - step_size * proposal_grad
+                log_ratio = (proposal_value - value - jnp.sum(reverse**2, axis=-1) / (4.0 * step_size)
+                             + 0.5 * jnp.sum(noise**2, axis=-1))
+                accept = jnp.log(uniform) < log_ratio
+                keep = accept[:, None]
+                return (jnp.where(keep, proposal, x), jnp.where(accept, proposal_value, value),
+                        jnp.where(keep, proposal_grad, grad)), accept
+
+            carry, accepted = jax.lax.scan(step, (x, value, grad), jnp.arange(steps))
+            return carry, jnp.mean(accepted)
+
+        key = jax.random.key(2)
+        return lambda: jax.block_until_ready(run(key, x0, logdensity0, grad0))
+
+    return build, lambda result: result[1]
 
 
 def build_jaxprobe_mala(logdensity, x0, step_size, thin):
@@ -473,7 +553,8 @@ def probe_steps_for(num_chains: int) -> int:
     return max(10, min(2000, 200_000 // num_chains))
 
 
-def throughput_section(config: Config, weights, logdensity, counter: CompileCounter) -> dict[str, Any]:
+def throughput_section(config: Config, weights, logdensity, counter: CompileCounter,
+                       peers_wanted: bool = True) -> dict[str, Any]:
     have = {name: optional(name) is not None for name in ("blackjax", "numpyro", "torch")}
     rows, peers, mcmc_rows = [], [], []
     # HMC with one leapfrog step h is MALA with ε = h²/2: the same proposal as our MALA rows.
@@ -489,19 +570,24 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
         for thin in (1, 10):
             build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, thin)
             candidates.append(Candidate(f"jaxprobe mala thin={thin}", num_chains, steps, build(steps), acceptance))
+        build, acceptance = build_accept_only_mala(logdensity, x0, STEP_SIZE)
+        candidates.append(Candidate(ACCEPT_ONLY, num_chains, steps, build(steps), acceptance))
+        candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
+                                    build_limit_noise_after_gradient(logdensity, x0, STEP_SIZE)(steps)))
+        num_own = len(candidates)
 
         # Peers get their own step count (so each call also lasts about target_seconds).
         peer_builders: list[tuple[str, Any]] = []
-        if have["blackjax"]:
+        if have["blackjax"] and peers_wanted:
             peer_builders.append(("blackjax mala", build_blackjax_mala(logdensity, x0, STEP_SIZE)))
-        if have["numpyro"]:
+        if have["numpyro"] and peers_wanted:
             peer_builders.append(("numpyro hmc(1 leapfrog) kernel",
                                   build_numpyro_kernel(logdensity, x0, leapfrog_step)))
-        if have["torch"]:
+        if have["torch"] and peers_wanted:
             for threads in (2, 1):
                 peer_builders.append((f"pytorch mala (eager, {threads} thread{'s' if threads > 1 else ''})",
                                       build_torch_mala(weights, x0, STEP_SIZE, threads)))
-        if num_chains in (1, 64):
+        if num_chains in (1, 64) and peers_wanted:
             peer_builders.append(("paper-style mala (2 grads/step)" + (" vmapped" if num_chains > 1 else ""),
                                   build_paper_style(logdensity, x0, STEP_SIZE)))
         numpyro_steps = None
@@ -524,17 +610,30 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
             ratio = candidate.seconds_per_step / limit.seconds_per_step
             row[f"thin{thin}"] = {"chain_steps_per_s": candidate.chain_steps_per_second, "ratio_to_limit": ratio,
                                   "median_paired_ratio": median_paired_ratio(candidate, limit),
-                                  "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times}
+                                  "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
+                                  "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times,
+                                  "cpu_times_s": candidate.cpu_times}
+        row["diagnostics"] = {}
+        for name in (ACCEPT_ONLY, NOISE_AFTER_GRADIENT):
+            candidate = by_name[name]
+            row["diagnostics"][name] = {
+                "ratio_to_limit": candidate.seconds_per_step / limit.seconds_per_step,
+                "median_paired_ratio": median_paired_ratio(candidate, limit),
+                "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
+                "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times,
+                "cpu_times_s": candidate.cpu_times}
         row["limit_times_s"] = limit.times
+        row["limit_cpu_times_s"] = limit.cpu_times
+        row["limit_cpu_per_wall"] = float(np.median(np.array(limit.cpu_times) / np.array(limit.times)))
         rows.append(row)
-        for candidate in candidates[3:]:
+        for candidate in candidates[num_own:]:
             peers.append({"name": candidate.name, "num_chains": num_chains, "steps": candidate.steps,
                           "chain_steps_per_s": candidate.chain_steps_per_second,
                           "time_ratio_to_jaxprobe_thin1": candidate.seconds_per_step / reference.seconds_per_step,
                           "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times})
         log(f"  limit {limit.chain_steps_per_second:,.0f}/s; jaxprobe thin=1 ratio {row['thin1']['ratio_to_limit']:.3f}, "
             f"thin=10 ratio {row['thin10']['ratio_to_limit']:.3f}")
-        if have["numpyro"]:
+        if have["numpyro"] and peers_wanted:
             log(f"throughput C={num_chains}: numpyro MCMC.run")
             mcmc_rows.append(run_numpyro_mcmc(logdensity, x0, leapfrog_step, numpyro_steps, counter))
             mcmc_rows[-1]["time_ratio_to_jaxprobe_thin1"] = (
@@ -720,6 +819,51 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+def section1_diagnostics(results: dict[str, Any]) -> list[str]:
+    """CPU-time ratios and the two diagnostic rows (present in results from this version on)."""
+    rows = [row for row in results["throughput"]["rows"] if "diagnostics" in row]
+    if not rows:
+        return []
+    lines = ["Median paired ratios to the limit, wall time and (CPU) process CPU time. CPU time counts the work "
+             "done, not the time spent waiting for a core, so it is the stable figure on a shared machine; it does "
+             f"not credit work overlapped on two idle cores. Diagnostics: *{ACCEPT_ONLY}* = exact MALA with no "
+             "stored draws, statistics or non-finite handling (the cost of the Metropolis correction alone); "
+             f"*{NOISE_AFTER_GRADIENT}* = the limit with its noise draw ordered after its gradient, as MALA's "
+             "proposal must be (the cost of losing the limit's RNG/gradient overlap).", "",
+             f"| C | jaxprobe thin=1 | (CPU) | jaxprobe thin=10 | (CPU) | {ACCEPT_ONLY} | (CPU) | "
+             f"{NOISE_AFTER_GRADIENT} | (CPU) | limit CPU/wall |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        cells = [row["thin1"], row["thin10"], row["diagnostics"][ACCEPT_ONLY], row["diagnostics"][NOISE_AFTER_GRADIENT]]
+        lines.append(f"| {row['num_chains']} | " + " | ".join(
+            f"{cell['median_paired_ratio']:.3f} | {cell['median_paired_cpu_ratio']:.3f}" for cell in cells)
+            + f" | {row['limit_cpu_per_wall']:.2f} |")
+    return lines + [""]
+
+
+def markdown_limit_only(results: dict[str, Any]) -> str:
+    """Section 1 alone (``--limit-only``): the ratios to the limit and the diagnostic rows."""
+    load = results.get("load_average", {})
+    lines = ["# jaxprobe MALA vs the limit (section 1 of benchmarks/throughput.py alone)", "",
+             f"{results['date']} · {results['machine']['cpu_model']} ({results['machine']['cpu_count']} cores) · "
+             f"jax {results['versions']['jax']}", "",
+             f"**Machine shared with other work**: 1-minute load average {load.get('start', float('nan')):.1f} at "
+             f"the start and {load.get('end', float('nan')):.1f} at the end, on {results['machine']['cpu_count']} "
+             "cores. Wall-time ratios scatter by tens of percent under such load; CPU-time ratios are the stable "
+             "figure (see below).", "",
+             f"Target: MLP probe 30→64→64→1, τ = {TEMPERATURE}, float32, MALA step size {STEP_SIZE}; "
+             f"{results['config']['repetitions']} interleaved repetitions (order rotated each time), compile "
+             "excluded. Ratio = candidate time per step / limit time per step.", "",
+             "| C | steps/call | limit chain-steps/s | thin=1 min ratio | thin=10 min ratio | target | acceptance |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in results["throughput"]["rows"]:
+        lines.append(f"| {row['num_chains']} | {row['steps']} | {fmt(row['limit_chain_steps_per_s'])} | "
+                     f"{row['thin1']['ratio_to_limit']:.3f} | {row['thin10']['ratio_to_limit']:.3f} | "
+                     f"≤ {row['target_ratio']:.2f} | {row['acceptance_rate']:.3f} |")
+    lines += ["", *section1_diagnostics(results), f"Command: `{results['command']}`", ""]
+    return "\n".join(lines)
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = ["# jaxprobe throughput benchmark", "",
              f"{results['date']} · {results['machine']['cpu_model']} ({results['machine']['cpu_count']} cores) · "
@@ -732,6 +876,7 @@ def markdown(results: dict[str, Any]) -> str:
              "## 1. jaxprobe MALA vs the limit (chain-steps/s; ratio = jaxprobe time / limit time)", "",
              "PASS/FAIL uses the ratio of min times; (in brackets) the median over repetitions of the ratio within "
              "one repetition, to show how noisy the machine was.", "",
+             *section1_diagnostics(results),
              "| C | steps/call | limit | jaxprobe thin=1 | ratio | jaxprobe thin=10 | ratio | target | thin=1 | thin=10 "
              "| acceptance |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|:---:|---:|"]
@@ -810,8 +955,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                         help="output folder (default: benchmarks/results)")
+    parser.add_argument("--limit-only", action="store_true",
+                        help="section 1 only (jaxprobe MALA, the limit and the diagnostic rows; no peers, no ESS), "
+                             "written to throughput.limit.json/.md")
+    parser.add_argument("--chains", default=None, help="comma-separated chain counts (default: the config's)")
+    parser.add_argument("--repetitions", type=int, default=None, help="interleaved repetitions (default: the config's)")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
+    if args.chains:
+        config = dataclasses.replace(config, chain_counts=tuple(int(c) for c in args.chains.split(",")))
+    if args.repetitions:
+        config = dataclasses.replace(config, repetitions=args.repetitions)
     started = time.perf_counter()
     counter = CompileCounter()
     weights, probe, logdensity = make_target()
@@ -825,7 +979,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "config": dataclasses.asdict(config) | {"dim": DIM, "hidden": HIDDEN, "temperature": TEMPERATURE,
                                                 "step_size": STEP_SIZE, "ratio_targets": dict(RATIO_TARGETS)},
     }
+    load_start = os.getloadavg()[0]
+    if args.limit_only:
+        results["throughput"] = throughput_section(config, weights, logdensity, counter, peers_wanted=False)
+        results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
+        results["total_seconds"] = time.perf_counter() - started
+        write_atomically(os.path.join(args.out, "throughput.limit.json"), json.dumps(results, indent=2) + "\n")
+        table = markdown_limit_only(results)
+        write_atomically(os.path.join(args.out, "throughput.limit.md"), table)
+        print(table)
+        return results
     results["throughput"] = throughput_section(config, weights, logdensity, counter)
+    results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
     results["ess"] = ess_section(config, logdensity, probe, counter)
     results["ess"]["chees_targets"] = chees_targets(results["ess"]["rows"], config)
     results["total_seconds"] = time.perf_counter() - started

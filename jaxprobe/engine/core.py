@@ -338,7 +338,7 @@ def warmup(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: Fla
     Pure and jit-able (``num_steps`` static). Dual averaging on the acceptance
     rate (Hoffman & Gelman 2014) inside Stan's windowed schedule. Returns the
     adapted engine state (step counter reset to 0) and warmup statistics.
-    Not for ``ChEES``, whose adaptation is BlackJAX's cross-chain ``chees_adaptation``.
+    Not for ``ChEES``, whose cross-chain adaptation is :func:`chees_warmup`.
     """
     is_slow, is_window_end = warmup_schedule(kernel, num_steps)
     warmup_state = warmup_init(state, kernel, target_acceptance_rate, shared)
@@ -349,46 +349,9 @@ def warmup(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: Fla
 
 def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
                  initial_step_size: float | None = None,
-                 target_acceptance_rate: float | None = None) -> tuple[EngineState, dict[str, Array]]:
-    """Cross-chain ChEES adaptation (BlackJAX ``chees_adaptation``) of step size, trajectory length
-    and a diagonal inverse mass matrix estimated from the ensemble of all chains.
+                 target_acceptance_rate: float | None = None) -> tuple[EngineState, Array]:
+    """Cross-chain ChEES adaptation; see :func:`jaxprobe.engine.chees.chees_warmup`."""
+    from jaxprobe.engine import chees
 
-    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_steps`` static). ``positions`` ``(C, D)``.
-    Returns the engine state to sample from and the final ``(C,)`` acceptance rates.
-    """
-    import blackjax
-    import optax
-    from blackjax.adaptation.base import get_filter_adapt_info_fn
-
-    from jaxprobe.engine.kernels import DynamicState, safe_logdensity
-
-    num_chains, dim = positions.shape
-    target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
-    step_size = kernel.initial_step_size(dim) if initial_step_size is None else initial_step_size
-    adaptation = blackjax.chees_adaptation(
-        safe_logdensity(logdensity_fn),
-        num_chains,
-        target_acceptance_rate=target,
-        max_leapfrog_steps=kernel.max_leapfrog_steps,
-        mass_matrix_estimation="diagonal",
-        adaptation_info_fn=get_filter_adapt_info_fn(info_keys={"acceptance_rate"}),
-    )
-    (last_states, parameters), info = adaptation.run(
-        rng_key, positions, step_size, optax.adam(kernel.learning_rate), num_steps
-    )
-    dtype = positions.dtype
-    kernel_state = DynamicState(
-        last_states.position,
-        last_states.logdensity,
-        last_states.logdensity_grad,
-        jnp.broadcast_to(jnp.asarray(last_states.random_generator_arg, jnp.int32), (num_chains,)),
-    )
-    new_parameters = {
-        "step_size": jnp.asarray(parameters["step_size"], dtype),
-        "inverse_mass_matrix": jnp.broadcast_to(jnp.asarray(parameters["inverse_mass_matrix"], dtype),
-                                                (num_chains, dim)),
-        "num_leapfrog_steps": jnp.broadcast_to(
-            jnp.asarray(parameters["integration_steps_params"][0], dtype), (num_chains,)),
-    }
-    acceptance = jnp.mean(info.info.acceptance_rate, axis=0) if num_steps > 0 else jnp.ones((num_chains,), dtype)
-    return EngineState(kernel_state, new_parameters, jnp.zeros((), jnp.int32)), acceptance
+    return chees.chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size,
+                              target_acceptance_rate)

@@ -387,12 +387,13 @@ class NUTS:
 
 @dataclasses.dataclass(frozen=True)
 class ChEES:
-    """Jittered HMC tuned by ChEES (Hoffman, Radul & Sountsov 2021), BlackJAX's adaptation.
+    """Jittered HMC (BlackJAX's dynamic HMC) tuned by ChEES (Hoffman, Radul & Sountsov 2021).
 
     Warmup maximizes the Change in the Estimator of the Expected Square across
     all chains at once (cross-chain statistics), so it improves with the number
     of chains: the default choice for hundreds of chains. The trajectory length
-    is jittered by a Halton sequence, as in BlackJAX's ``chees_adaptation``.
+    is jittered by a Halton sequence, as in BlackJAX's ``chees_adaptation``; the adaptation is
+    :func:`jaxprobe.engine.chees.chees_warmup` (BlackJAX's update with batch-invariant reductions).
     Parameters: one shared ``step_size`` and ``inverse_mass_matrix`` (broadcast
     per chain) and ``num_leapfrog_steps`` (mean trajectory length in steps).
     """
@@ -411,11 +412,21 @@ class ChEES:
         index = jnp.zeros((positions.shape[0],), jnp.int32)
         return DynamicState(positions, logdensity, grad, index)
 
+    def jitter(self, random_generator_arg: Array) -> Array:
+        """The Halton jitter in (0, 1] of trajectory ``random_generator_arg`` (shared by all chains)."""
+        return bj_dynamic_hmc.halton_sequence(random_generator_arg, self.max_bits)
+
     def _integration_steps(self, random_generator_arg: Array, num_leapfrog_steps: Array) -> Array:
-        jitter = bj_dynamic_hmc.halton_sequence(random_generator_arg, self.max_bits)
+        jitter = self.jitter(random_generator_arg)
         return jnp.maximum(jnp.ceil(jitter * num_leapfrog_steps), 1).astype(jnp.int32)
 
     def step(self, rng_key, state, parameters, logdensity_fn):
+        new_state, info, _ = self.step_with_proposal(rng_key, state, parameters, logdensity_fn)
+        return new_state, info
+
+    def step_with_proposal(self, rng_key, state, parameters, logdensity_fn):
+        """A step that also returns BlackJAX's per-chain ``HMCInfo`` (the proposal's position and
+        momentum, which ChEES adaptation reads)."""
         safe = safe_logdensity(logdensity_fn)
         kernel = bj_dynamic_hmc.build_kernel(
             divergence_threshold=self.divergence_threshold,
@@ -448,7 +459,7 @@ class ChEES:
             is_divergent=info.is_divergent,
             is_nonfinite=is_nonfinite,
             num_gradient_evaluations=jnp.asarray(info.num_integration_steps, jnp.int32),
-        )
+        ), info
 
     def initial_step_size(self, dim: int) -> float:
         return 0.1
