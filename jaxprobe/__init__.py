@@ -7,5 +7,5 @@ from jaxprobe.target import gibbs
 
 __version__ = "0.1.0"
 
-__all__ = ["sample", "generate", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets", "engine", "extract",
-           "__version__"]
+__all__ = ["sample", "generate", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets", "engine",
+           "extract", "__version__"]
