@@ -118,10 +118,13 @@ class RecoveredReLU:
 
 
 def _sweep_points(num_points: int) -> np.ndarray:
-    theta = np.linspace(-np.arctan(_FAR), np.arctan(_FAR), num_points)
+    """t = tan θ on a uniform grid of θ, then the tails out to ±_FAR in factors of 10, so that no interval
+    is much wider than its distance from u (margins and rounding are relative to the interval)."""
+    theta = np.linspace(-np.arctan(_FAR), np.arctan(_FAR), num_points)[1:-1]
     t = np.tan(theta)
-    t[0], t[-1] = -_FAR, _FAR
-    return t
+    largest = max(np.max(np.abs(t)), 1.0)
+    tail = 10.0 ** np.arange(np.ceil(np.log10(largest) + 0.5), np.log10(_FAR) + 0.5)
+    return np.concatenate([-tail[::-1], t, tail])
 
 
 @partial(jax.jit, static_argnames=("oracle", "max_iterations", "finite_difference_step"))
@@ -135,6 +138,7 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     counts, the iterations run and the overflow / too-narrow flags.
     """
     capacity = ta.shape[0]
+    batch = min(capacity, max(16, capacity // 4))
     dtype = ta.dtype
 
     def changed(left, right):
@@ -147,14 +151,20 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     def body(state):
         (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used, num_values, num_gradients,
          iteration, overflow, narrow) = state
-        slope_a, slope_b = grad_a @ v, grad_b @ v
+        # one round works on `batch` intervals, open ones first (the others wait for the next round):
+        # the victim is evaluated on `batch` rows per query, not on the whole pool
+        selected = jnp.argsort(~is_open, stable=True)[:batch]
+        active = is_open[selected]
+        s_ta, s_tb, s_ga, s_gb = ta[selected], tb[selected], ga[selected], gb[selected]
+        s_grad_a, s_grad_b = grad_a[selected], grad_b[selected]
+        slope_a, slope_b = s_grad_a @ v, s_grad_b @ v
         denominator = slope_a - slope_b
         safe = jnp.abs(denominator) > 1e-13 * (jnp.abs(slope_a) + jnp.abs(slope_b)) + _TINY
-        crossing = (gb - ga + slope_a * ta - slope_b * tb) / jnp.where(safe, denominator, 1.0)
-        width = tb - ta
+        crossing = (s_gb - s_ga + slope_a * s_ta - slope_b * s_tb) / jnp.where(safe, denominator, 1.0)
+        width = s_tb - s_ta
         # positions are compared in θ = arctan t, the sweep's own scale, so that the margins below stay
         # local on the wide intervals at the ends of the line
-        theta_a, theta_b, theta_cross = jnp.arctan(ta), jnp.arctan(tb), jnp.arctan(crossing)
+        theta_a, theta_b, theta_cross = jnp.arctan(s_ta), jnp.arctan(s_tb), jnp.arctan(crossing)
         theta_width = theta_b - theta_a
         # a crossing within probe·width of an end is not trusted (rounding, or two kinks by the end)
         inside = safe & (theta_cross > theta_a + probe * theta_width) & (theta_cross < theta_b - probe * theta_width)
@@ -162,14 +172,14 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         # right line just after it (with two or more kinks one of the two is off by |Δslope|·δ)
         before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
         after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
-        check = is_open & inside
+        check = active & inside
         value_before, nv_before = oracle._masked_values(u + before[:, None] * v, check)
         value_after, nv_after = oracle._masked_values(u + after[:, None] * v, check)
-        scale = jnp.abs(ga) + jnp.abs(gb) + (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
-        on_left = jnp.abs(value_before - (ga + slope_a * (before - ta))) <= value_tolerance * scale
-        on_right = jnp.abs(value_after - (gb + slope_b * (after - tb))) <= value_tolerance * scale
+        scale = jnp.abs(s_ga) + jnp.abs(s_gb) + (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
+        on_left = jnp.abs(value_before - (s_ga + slope_a * (before - s_ta))) <= value_tolerance * scale
+        on_right = jnp.abs(value_after - (s_gb + slope_b * (after - s_tb))) <= value_tolerance * scale
         single = check & on_left & on_right
-        split = is_open & ~single
+        split = active & ~single
         # otherwise split at the crossing (between the outer kinks when they bend alike) or the midpoint
         # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast)
         query = jnp.where(inside, crossing, jnp.tan(0.5 * (theta_a + theta_b)))
@@ -177,30 +187,30 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         values, nv_split = oracle._masked_values(x, split)
         gradients, nv_gradient, ng = oracle._masked_gradients(x, values, split, finite_difference_step)
         nv = nv_before + nv_after + nv_split + nv_gradient
-        narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(ta) + jnp.abs(tb))))
+        narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(s_ta) + jnp.abs(s_tb))))
         num_new = jnp.sum(split).astype(jnp.int32)
         overflow = overflow | (num_used + num_new > capacity)
-        target = jnp.where(split, num_used + jnp.cumsum(split) - 1, capacity)
-        # right children [query, tb] go to fresh slots; left children [ta, query] stay
-        ta_new = ta.at[target].set(query, mode="drop")
-        tb_new = tb.at[target].set(tb, mode="drop")
-        ga_new = ga.at[target].set(values, mode="drop")
-        gb_new = gb.at[target].set(gb, mode="drop")
-        grad_a_new = grad_a.at[target].set(gradients, mode="drop")
-        grad_b_new = grad_b.at[target].set(grad_b, mode="drop")
-        open_new = is_open.at[target].set(changed(gradients, grad_b), mode="drop")
-        tb_new = jnp.where(split, query, tb_new)
-        gb_new = jnp.where(split, values, gb_new)
-        grad_b_new = jnp.where(split[:, None], gradients, grad_b_new)
-        open_new = jnp.where(split, changed(grad_a, gradients), open_new)
-        open_new = open_new & ~single
-        done = done | single
         # the kink again from the two probes, which sit probe·width/2 from it: the lines' slope errors
         # (finite differences) then move it by far less than from the interval's ends
         refined = (value_after - value_before + slope_a * before - slope_b * after) / jnp.where(safe, denominator, 1.0)
-        kink = jnp.where(single, refined, kink)
-        return (ta_new, tb_new, ga_new, gb_new, grad_a_new, grad_b_new, open_new, done, kink,
-                num_used + num_new, num_values + nv,
+        # in place: left children [ta, query] of split intervals, resolved ones closed with their kink
+        tb = tb.at[selected].set(jnp.where(split, query, s_tb))
+        gb = gb.at[selected].set(jnp.where(split, values, s_gb))
+        grad_b = grad_b.at[selected].set(jnp.where(split[:, None], gradients, s_grad_b))
+        is_open = is_open.at[selected].set(jnp.where(split, changed(s_grad_a, gradients), active & ~single))
+        done = done.at[selected].set(done[selected] | single)
+        kink = kink.at[selected].set(jnp.where(single, refined, kink[selected]))
+        # then the right children [query, tb] in fresh slots (after: a selected free slot may be one)
+        target = jnp.where(split, num_used + jnp.cumsum(split) - 1, capacity)
+        ta = ta.at[target].set(query, mode="drop")
+        tb = tb.at[target].set(s_tb, mode="drop")
+        ga = ga.at[target].set(values, mode="drop")
+        gb = gb.at[target].set(s_gb, mode="drop")
+        grad_a = grad_a.at[target].set(gradients, mode="drop")
+        grad_b = grad_b.at[target].set(s_grad_b, mode="drop")
+        is_open = is_open.at[target].set(changed(gradients, s_grad_b), mode="drop")
+        done = done.at[target].set(False, mode="drop")
+        return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used + num_new, num_values + nv,
                 num_gradients + ng, iteration + 1, overflow, narrow)
 
     zero = jnp.zeros((), jnp.int32)
@@ -251,7 +261,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     (ta, tb, ga, gb, grad_a, grad_b, still_open, done, kink, num_used, num_values, num_gradients, iterations,
      overflow, narrow) = jax.device_get(state)
     oracle._record(num_values, num_gradients)
-    info = {"sweep_points": num_sweep_points, "brackets": int(num_brackets), "iterations": int(iterations)}
+    info = {"sweep_points": int(t.size), "brackets": int(num_brackets), "iterations": int(iterations)}
     if overflow:
         return None, f"interval pool of {capacity} overflowed ({num_brackets} brackets from {num_sweep_points} " \
                      "sweep points): more units than expected", info
@@ -339,8 +349,8 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
         fresh value queries at Gaussian inputs (scales 0.1 to 100) that f̂ must match within this
         relative error, or the attempt fails.
     max_iterations:
-        cap on the splitting rounds of the interval pool (each round: one batched value query and one
-        batched gradient query of the intervals still open).
+        cap on the splitting rounds of the interval pool (each round: batched value queries and one
+        batched gradient query of up to a quarter of the pool's intervals, the open ones).
 
     Returns
     -------
