@@ -167,7 +167,7 @@ def run_art(params, d, time_limit):
 def relu_benchmark(grid, art_configs, art_time_limit, sequential_limit, log):
     import jax
 
-    from jaxprobe.extract import Oracle, recover_relu
+    from jaxprobe.extract import Oracle, RecoveryError, recover_relu
 
     rows = []
     x_eval_cache = {}
@@ -201,11 +201,14 @@ def relu_benchmark(grid, art_configs, art_time_limit, sequential_limit, log):
                 fd_oracle = Oracle(lambda x, A=A, b=b, w=w, c=c: jax.numpy.asarray(w) @ jax.nn.relu(
                     jax.numpy.asarray(A) @ x + jax.numpy.asarray(b)) + c, d)
             start = time.perf_counter()
-            fd_network = recover_relu(fd_oracle, jax.random.key(1), hidden_dim=h, finite_differences=True)
+            try:
+                fd_network = recover_relu(fd_oracle, jax.random.key(1), hidden_dim=h, finite_differences=True)
+                error = float(np.max(np.abs(fd_network(x_eval) - exact)) / np.max(np.abs(exact)))
+            except RecoveryError as failure:
+                error = f"RecoveryError: {failure.failures}"
             row["jaxprobe_finite_differences"] = {
                 "seconds_first_call": time.perf_counter() - start, "value_queries": fd_oracle.num_value_queries,
-                "gradient_queries": fd_oracle.num_gradient_queries,
-                "relative_error": float(np.max(np.abs(fd_network(x_eval) - exact)) / np.max(np.abs(exact)))}
+                "gradient_queries": fd_oracle.num_gradient_queries, "relative_error": error}
         # (b): estimated before running, skipped above the time budget
         expected_calls = h * np.log2(2 * max(h * h, 100) / 1e-6)
         if expected_calls * d * h * 3e-9 < sequential_limit:
@@ -348,7 +351,7 @@ def markdown(result):
             f, a = r["jaxprobe_finite_differences"], r["jaxprobe"]
             lines.append(f"| {r['d']} | {r['h']} | {'yes' if r['bias'] else 'no'} | {f['value_queries']:,} | "
                          f"{f['gradient_queries']} | {f['value_queries'] / (a['value_queries'] + a['gradient_queries']):.1f} "
-                         f"| {f['relative_error']:.1e} |")
+                         f"| {f['relative_error'] if isinstance(f['relative_error'], str) else format(f['relative_error'], '.1e')} |")
     if result.get("not_run"):
         lines += ["", "Not run: " + result["not_run"]]
     if result.get("distill"):

@@ -60,6 +60,8 @@ def test_exact_recovery_h_below_d_gives_the_true_units(bias):
     assert network.hidden_dim == h and network.info["per_attempt"][-1]["folded"]
     assert relative_error(network, truth, d) < 1e-9
     assert_same_units(network, params)
+    # Theorem 2 spends h·log2(2l/ε) gradient queries (l = h², its choice; ε = 1e-6 here)
+    assert oracle.num_gradient_queries < h * np.log2(2 * h ** 2 / 1e-6) / 2
     # the network reports the queries it spent, and they are the oracle's
     assert network.info["num_gradient_queries"] == oracle.num_gradient_queries
     assert network.info["num_value_queries"] == oracle.num_value_queries
@@ -73,6 +75,7 @@ def test_exact_recovery_h_above_d_and_unknown_h():
     assert relative_error(network, truth, d) < 1e-9
 
 
+@pytest.mark.slow
 def test_gradient_queries_beat_the_papers_bound():
     d, h = 30, 16
     victim, truth, _ = relu_net(3, d, h, True)
@@ -92,23 +95,22 @@ def test_finite_difference_variant_uses_value_queries_only():
     network = recover_relu(oracle, jax.random.key(3), hidden_dim=h, finite_differences=True)
     assert oracle.num_gradient_queries == 0
     assert relative_error(network, truth, d) < 1e-6
-    # every gradient costs d value queries: well above what the gradient oracle needs in values
-    reference = x64_oracle(victim, d)
-    recover_relu(reference, jax.random.key(3), hidden_dim=h)
-    assert oracle.num_value_queries > reference.num_value_queries + (d - 1) * reference.num_gradient_queries // 2
+    # every gradient of the sweep costs d + 1 value queries (Appendix C: about d times more queries)
+    sweep = sum(attempt["sweep_points"] for attempt in network.info["per_attempt"])
+    assert oracle.num_value_queries >= (d + 1) * sweep
 
 
 def test_failures_are_reported_not_returned():
     d, h = 5, 6
     victim, _, _ = relu_net(5, d, h, True)
     with pytest.raises(RecoveryError, match="more than hidden_dim=2"):
-        recover_relu(x64_oracle(victim, d), jax.random.key(4), hidden_dim=2, max_attempts=2)
+        recover_relu(x64_oracle(victim, d), jax.random.key(4), hidden_dim=2, max_attempts=1)
     # a smooth victim is no ReLU network: whatever the kinks found, the check on fresh queries fails
     rng = np.random.default_rng(0)
     A, w = rng.normal(size=(3, d)), rng.normal(size=3)
     smooth = x64_oracle(lambda x: jnp.asarray(w) @ jnp.tanh(jnp.asarray(A) @ x), d)
-    with pytest.raises(RecoveryError, match="attempt 2"):
-        recover_relu(smooth, jax.random.key(5), max_attempts=2, max_iterations=20)
+    with pytest.raises(RecoveryError, match="attempt 1"):
+        recover_relu(smooth, jax.random.key(5), max_attempts=1, max_iterations=20)
 
 
 def test_bad_arguments():

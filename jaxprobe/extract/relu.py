@@ -325,7 +325,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
 def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = None,
                  num_sweep_points: int | None = None, finite_differences: bool = False,
                  finite_difference_step: float = 1e-6, max_attempts: int = 3, num_check_queries: int = 64,
-                 check_tolerance: float = 1e-7, max_iterations: int = 200) -> RecoveredReLU:
+                 check_tolerance: float | None = None, max_iterations: int = 200) -> RecoveredReLU:
     """Recover a two-layer ReLU network exactly from value and gradient queries (Algorithm 1, vectorized).
 
     Parameters
@@ -336,7 +336,7 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     rng_key:
         picks the random line(s) and the check points.
     hidden_dim:
-        h if known: sizes the sweep (2h points) and rejects a line with more than h kinks. ``None``
+        h if known: sizes the sweep (2h points, at least 8, plus the tails) and rejects a line with more than h kinks. ``None``
         infers h from the kinks found (sweep of 64 points, doubled after a pool overflow).
     num_sweep_points:
         overrides the sweep size N (value + gradient queries at N points of the line).
@@ -347,7 +347,8 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
         random lines to try before raising :class:`RecoveryError`.
     num_check_queries, check_tolerance:
         fresh value queries at Gaussian inputs (scales 0.1 to 100) that f̂ must match within this
-        relative error, or the attempt fails.
+        relative error (|f̂ − f| / (|f| + 1e-3·max|f|)), or the attempt fails; default 1e-7, and 1e-6
+        with finite differences (their rounding, ≈ 1e-10 per gradient entry, adds up).
     max_iterations:
         cap on the splitting rounds of the interval pool (each round: batched value queries and one
         batched gradient query of up to a quarter of the pool's intervals, the open ones).
@@ -369,6 +370,8 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
                         ("max_iterations", max_iterations)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if check_tolerance is None:
+        check_tolerance = 1e-6 if finite_differences else 1e-7
     for name, value in (("finite_difference_step", finite_difference_step), ("check_tolerance", check_tolerance)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < np.inf:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
@@ -382,7 +385,7 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     gradient_tolerance = 1e-6 if finite_differences else 1e-10
     value_tolerance = 1e-8 if finite_differences else 1e-12
     probe = 1e-3 if finite_differences else 1e-5
-    sweep = num_sweep_points or (max(16, 2 * hidden_dim) if hidden_dim is not None else 64)
+    sweep = num_sweep_points or (max(8, 2 * hidden_dim) if hidden_dim is not None else 64)
     capacity_hint = 2 * hidden_dim if hidden_dim is not None else 4 * sweep
 
     start_values, start_gradients = oracle.num_value_queries, oracle.num_gradient_queries
