@@ -20,7 +20,8 @@ def binary_logistic(x):
 
 def test_footnote_2_one_gradient_and_one_value_query_identify_a_logistic_model():
     with jax.enable_x64(True):   # a victim of its own: JAX caches the constants of a traced function
-        oracle = Oracle(lambda x: jax.nn.sigmoid(jnp.asarray(W_TRUE) @ x + B_TRUE), D)
+        w_true = W_TRUE.copy()     # its own array too: the cache is keyed by the array
+        oracle = Oracle(lambda x: jax.nn.sigmoid(jnp.asarray(w_true) @ x + B_TRUE), D)
         w, b = logistic_closed_form(oracle, RNG.normal(size=D) * 0.3)
     np.testing.assert_allclose(w, W_TRUE, rtol=1e-10)
     np.testing.assert_allclose(b, B_TRUE, rtol=1e-10)

@@ -52,10 +52,16 @@ def assert_same_units(network, params):
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["with-biases", "paper-setting"])
-def test_exact_recovery_h_below_d_gives_the_true_units(bias):
+def test_exact_recovery_h_below_d_gives_the_true_units(bias, compile_counter):
     d, h = 12, 5
     victim, truth, params = relu_net(1, d, h, bias)
     oracle = x64_oracle(victim, d)
+    network = recover_relu(oracle, jax.random.key(0), hidden_dim=h)
+    with compile_counter:                      # a second recovery reuses every compiled function
+        again = recover_relu(oracle, jax.random.key(0), hidden_dim=h)
+    assert compile_counter.count == 0
+    np.testing.assert_array_equal(again.weights, network.weights)
+    oracle.reset_counts()
     network = recover_relu(oracle, jax.random.key(0), hidden_dim=h)
     assert network.hidden_dim == h and network.info["per_attempt"][-1]["folded"]
     assert relative_error(network, truth, d) < 1e-9
