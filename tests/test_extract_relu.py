@@ -79,6 +79,9 @@ def test_exact_recovery_h_above_d_and_unknown_h():
     network = recover_relu(x64_oracle(victim, d), jax.random.key(1))
     assert network.hidden_dim == h
     assert relative_error(network, truth, d) < 1e-9
+    x = np.random.default_rng(5).normal(size=(50, d))
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(jax.vmap(network.as_jax_fn())(jnp.asarray(x)), network(x), rtol=1e-12)
 
 
 @pytest.mark.slow
