@@ -2,7 +2,8 @@
 
 Part 1, same victims f(x) = Σ w_i ReLU(A_i·x + b_i) + c (A, w, b ~ N(0, 1); the paper's bias-free
 setting too), one process:
-  (a) jaxprobe.extract.recover_relu (vectorized, float64), timed after a first compiling call;
+  (a) jaxprobe.extract.recover_relu (vectorized, float64), timed on a second call with the same key
+      (compiled; the first call's time, compilation included, is reported beside it);
   (b) a plain sequential NumPy Algorithm 1 (one gradient query per call: bisection to ε on the line
       [−l, l], l = max(h², 100), ε = 1e-6, then the same exact sign step as (a));
   (c) ART's FunctionallyEquivalentExtraction (Jagielski et al.) on the victim's logits [f(x), −f(x)],
@@ -183,7 +184,7 @@ def relu_benchmark(grid, art_configs, art_time_limit, sequential_limit, log):
             oracle = Oracle(lambda x, A=A, b=b, w=w, c=c: jax.numpy.asarray(w) @ jax.nn.relu(
                 jax.numpy.asarray(A) @ x + jax.numpy.asarray(b)) + c, d)
         start = time.perf_counter()
-        recover_relu(oracle, jax.random.key(0), hidden_dim=h)         # compiles
+        recover_relu(oracle, jax.random.key(1), hidden_dim=h)         # compiles (same key: same shapes)
         first = time.perf_counter() - start
         oracle.reset_counts()
         start = time.perf_counter()
@@ -267,7 +268,8 @@ def distill_benchmark(query_counts, datasets, steps, log):
             module = modules[victim_name]
             params = training.fit(0, module, x[train], y[train], num_steps=400, batch_size=128, learning_rate=3e-3)
             victims[victim_name] = training.as_model(module, params)
-            log(f"{name} victim {victim_name}: test accuracy {training.accuracy(victims[victim_name], x[test], y[test]):.3f}")
+            victim_accuracy = training.accuracy(victims[victim_name], x[test], y[test])
+            log(f"{name} victim {victim_name}: test accuracy {victim_accuracy:.3f}")
         for victim_name, student_name, query_source, kinds, *limit in experiments:
             if victim_name not in victims:
                 continue
@@ -345,13 +347,16 @@ def markdown(result):
     fd = [r for r in result["relu"] if "jaxprobe_finite_differences" in r]
     if fd:
         lines += ["", "Finite-difference (value-only) variant:", "",
-                  "| d | h | biases | value q. | grad q. | value q. / (gradient variant's value + grad q.) | rel. error |",
+                  "| d | h | biases | value q. | grad q. | value q. / (gradient variant's value + grad q.) "
+                  "| rel. error |",
                   "|---|---|---|---|---|---|---|"]
         for r in fd:
             f, a = r["jaxprobe_finite_differences"], r["jaxprobe"]
+            ratio = f["value_queries"] / (a["value_queries"] + a["gradient_queries"])
+            error = f["relative_error"]
+            error = error if isinstance(error, str) else format(error, ".1e")
             lines.append(f"| {r['d']} | {r['h']} | {'yes' if r['bias'] else 'no'} | {f['value_queries']:,} | "
-                         f"{f['gradient_queries']} | {f['value_queries'] / (a['value_queries'] + a['gradient_queries']):.1f} "
-                         f"| {f['relative_error'] if isinstance(f['relative_error'], str) else format(f['relative_error'], '.1e')} |")
+                         f"{f['gradient_queries']} | {ratio:.1f} | {error} |")
     if result.get("not_run"):
         lines += ["", "Not run: " + result["not_run"]]
     if result.get("distill"):
@@ -401,7 +406,7 @@ def main(argv=None):
         steps = 100
     else:
         grid = [(d, h, bias) for d in (10, 784, 3072) for h in (4, 64, 512) for bias in (True, False)]
-        art_configs = {(10, 4, True), (10, 4, False), (784, 4, True), (784, 64, True)}
+        art_configs = {(10, 4, True), (10, 4, False), (784, 4, True)}
         query_counts = [1, 10, 100, 1000]
         full = ["membership", "gradient", "smoothgrad"]
         datasets = [

@@ -36,7 +36,11 @@ def test_multinomial_logistic_from_one_jacobian_query():
         W_hat, b_hat = logistic_closed_form(oracle, RNG.normal(size=D) * 0.3)
     # softmax is blind to a shift shared by all classes: the recovered model's probabilities agree
     x = RNG.normal(size=(100, D)) * 3
-    softmax = lambda z: np.exp(z - z.max(1, keepdims=True)) / np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True)  # noqa: E731
+
+    def softmax(z):
+        e = np.exp(z - z.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
     np.testing.assert_allclose(softmax(x @ W_hat.T + b_hat), softmax(x @ W.T + b), atol=1e-10)
     np.testing.assert_allclose(W_hat - W_hat.mean(0), W - W.mean(0), atol=1e-10)
     assert (oracle.num_value_queries, oracle.num_gradient_queries) == (1, 1)
@@ -56,7 +60,10 @@ def test_one_gradient_query_trains_a_logistic_student_to_the_victim():
     np.testing.assert_allclose(w, W_TRUE, rtol=2e-2, atol=2e-2)
     x_test = RNG.normal(size=(2000, D)).astype(np.float32)
     labels = np.asarray(jax.vmap(binary_logistic)(jnp.asarray(x_test))) > 0.5
-    agree = lambda params: training.accuracy(training.as_model(student, params), x_test, labels.astype(int))  # noqa: E731
+
+    def agree(params):
+        return training.accuracy(training.as_model(student, params), x_test, labels.astype(int))
+
     assert agree(with_gradients) > 0.97
     assert agree(membership) < agree(with_gradients) - 0.1
 

@@ -32,7 +32,8 @@ def x64_oracle(victim, d):
 
 
 def relative_error(network, truth, d, n=10_000, seed=0):
-    x = np.random.default_rng(seed).normal(size=(n, d)) * np.random.default_rng(seed + 1).choice([0.1, 1, 10], n)[:, None]
+    scales = np.random.default_rng(seed + 1).choice([0.1, 1, 10], n)[:, None]
+    x = np.random.default_rng(seed).normal(size=(n, d)) * scales
     exact = truth(x)
     return np.max(np.abs(network(x) - exact)) / np.max(np.abs(exact))
 

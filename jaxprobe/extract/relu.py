@@ -336,7 +336,8 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     rng_key:
         picks the random line(s) and the check points.
     hidden_dim:
-        h if known: sizes the sweep (2h points, at least 8, plus the tails) and rejects a line with more than h kinks. ``None``
+        h if known: sizes the sweep (2h points, at least 8, plus the tails) and rejects a line with more
+        than h kinks. ``None``
         infers h from the kinks found (sweep of 64 points, doubled after a pool overflow).
     num_sweep_points:
         overrides the sweep size N (value + gradient queries at N points of the line).
