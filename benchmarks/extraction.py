@@ -380,6 +380,16 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def write_figures(result, out):
+    """extraction_queries_per_unit.png (gradient queries per unit vs h and d) and extraction_distill.png."""
+    from jaxprobe.plots import plot_distillation, plot_queries_per_unit
+
+    if result.get("relu"):
+        plot_queries_per_unit(result["relu"], os.path.join(out, "extraction_queries_per_unit.png"))
+    if result.get("distill"):
+        plot_distillation(result["distill"], os.path.join(out, "extraction_distill.png"))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -458,6 +468,7 @@ def main(argv=None):
     atomic_write(os.path.join(args.out, "extraction.json"),
                  lambda s: s.write(json.dumps(result, indent=1, default=float)), binary=False)
     atomic_write(os.path.join(args.out, "extraction.md"), lambda s: s.write(markdown(result)), binary=False)
+    write_figures(result, args.out)
     print(markdown(result))
 
 
