@@ -328,7 +328,7 @@ def markdown(result):
               "| d | h | biases | jaxprobe s (first call) | grad q. | grad q./unit | value q. | rel. error "
               "| sequential NumPy s | its grad q./unit | its rel. error | speed-up | ART |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in result["relu"]:
+    for r in result.get("relu", []):
         a, s = r["jaxprobe"], r["sequential_numpy"]
         art = r["art"]
         if art.get("status") == "ok":
@@ -344,7 +344,7 @@ def markdown(result):
                      f"({a['seconds_first_call']:.1f}) | {a['gradient_queries']:,} | "
                      f"{a['gradient_queries_per_unit']:.2f} | {a['value_queries']:,} | {a['relative_error']:.1e} | "
                      f"{seq} | {speed} | {art_text} |")
-    fd = [r for r in result["relu"] if "jaxprobe_finite_differences" in r]
+    fd = [r for r in result.get("relu", []) if "jaxprobe_finite_differences" in r]
     if fd:
         lines += ["", "Finite-difference (value-only) variant:", "",
                   "| d | h | biases | value q. | grad q. | value q. / (gradient variant's value + grad q.) "
@@ -396,6 +396,8 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--skip-distill", action="store_true")
     parser.add_argument("--skip-relu", action="store_true")
+    parser.add_argument("--only-h", type=int, default=None,
+                        help="rerun the ReLU rows of this h only, replacing them in the existing results")
     args = parser.parse_args(argv)
 
     from jaxprobe._io import atomic_write
@@ -446,7 +448,7 @@ def main(argv=None):
                             "(measured side by side in one process).",
               "query_counts": query_counts}
     previous = os.path.join(args.out, "extraction.json")
-    if (args.skip_relu or args.skip_distill) and os.path.exists(previous):
+    if (args.skip_relu or args.skip_distill) and args.only_h is None and os.path.exists(previous):
         with open(previous) as stream:            # keep the part that is not rerun
             old = json.load(stream)
         for part in ("relu", "distill", "ratios", "not_run"):
@@ -454,6 +456,17 @@ def main(argv=None):
                 result[part] = old[part]
         result["command"] = old.get("command", "") + " ; " + result["command"] + \
             (" --skip-relu" if args.skip_relu else "") + (" --skip-distill" if args.skip_distill else "")
+    if args.only_h is not None:
+        grid = [row for row in grid if row[1] == args.only_h]
+        rerun = relu_benchmark(grid, art_configs, art_time_limit=60.0, sequential_limit=90.0, log=log)
+        with open(previous) as stream:
+            old = json.load(stream)
+        keep = [r for r in old["relu"] if r["h"] != args.only_h]
+        result.update({key: old[key] for key in ("distill", "ratios", "not_run") if key in old})
+        result["relu"] = sorted(keep + rerun, key=lambda r: (r["d"], r["h"], not r["bias"]))
+        result["command"] = old["command"] + f" ; rows h = {args.only_h} rerun: {result['command']} --only-h " \
+            f"{args.only_h} (after a change to recover_relu's sign step, see the git log)"
+        args.skip_relu = args.skip_distill = True
     if not args.skip_relu:
         result["relu"] = relu_benchmark(grid, art_configs, art_time_limit=60.0,
                                         sequential_limit=90.0, log=log)

@@ -12,7 +12,7 @@ h·log2(2l/ε) (Theorem 2) by three changes:
 1. **Sweep, then split all bracketing intervals at once.** Value and gradient are queried at N points
    of the whole line (t = tan θ on a uniform θ grid, ends at ±1e7: without biases the kink of every
    unit is Cauchy in t, i.e. uniform in θ). Every interval whose end gradients differ is then worked
-   on in parallel inside one ``lax.while_loop`` over a fixed-capacity pool of intervals.
+   on in parallel inside ``lax.while_loop`` rounds over a fixed-capacity pool of intervals.
 2. **Exact kink locations.** On an interval [t_a, t_b] holding one kink, f(x(t)) is the maximum or
    minimum of the two lines through (t_a, f_a) with slope ∇f_a·v and through (t_b, f_b) with slope
    ∇f_b·v; their intersection t° *is* the kink. One value query at t° confirms it (a second kink
@@ -138,17 +138,12 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     counts, the iterations run and the overflow / too-narrow flags.
     """
     capacity = ta.shape[0]
-    batch = min(capacity, max(16, capacity // 4))
     dtype = ta.dtype
 
     def changed(left, right):
         return jnp.linalg.norm(right - left, axis=-1) > gradient_tolerance * gradient_scale
 
-    def cond(state):
-        (_, _, _, _, _, _, is_open, _, _, _, _, _, iteration, overflow, narrow) = state
-        return jnp.any(is_open) & (iteration < max_iterations) & ~overflow & ~narrow
-
-    def body(state):
+    def body(state, batch):
         (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used, num_values, num_gradients,
          iteration, overflow, narrow) = state
         # one round works on `batch` intervals, open ones first (the others wait for the next round):
@@ -213,10 +208,20 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used + num_new, num_values + nv,
                 num_gradients + ng, iteration + 1, overflow, narrow)
 
+    def cond(state, batch_below):
+        (_, _, _, _, _, _, is_open, _, _, _, _, _, iteration, overflow, narrow) = state
+        running = jnp.any(is_open) & (iteration < max_iterations) & ~overflow & ~narrow
+        # the first loop hands over to the narrower one once the open intervals fit in it
+        return running & (jnp.sum(is_open) > batch_below)
+
     zero = jnp.zeros((), jnp.int32)
     state = (ta, tb, ga, gb, grad_a, grad_b, is_open, jnp.zeros(capacity, bool), jnp.zeros(capacity, dtype),
              num_used, zero, zero, zero, jnp.zeros((), bool), jnp.zeros((), bool))
-    return jax.lax.while_loop(cond, body, state)
+    # rounds on a quarter of the pool while many intervals are open, then on a thirty-second of it:
+    # the victim is evaluated on roughly as many rows as there are intervals to work on
+    wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
+    state = jax.lax.while_loop(lambda s: cond(s, narrow_batch), lambda s: body(s, wide), state)
+    return jax.lax.while_loop(lambda s: cond(s, 0), lambda s: body(s, narrow_batch), state)
 
 
 def _capacity(n: int) -> int:
@@ -293,9 +298,15 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     # f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m; fold ℓ into the units when Z^T q = ℓ has q_i ∈ {0, κ_i}
     folded = False
     if 0 < h <= d:
-        q, *_ = np.linalg.lstsq(normals.T, linear, rcond=None)
+        # normal equations (h × h; a least-squares SVD of the d × h system costs ~100× more): any error
+        # is caught by the rounding to {0, 1} and the exact residual check below
+        try:
+            q = np.linalg.solve(normals @ normals.T, normals @ linear)
+        except np.linalg.LinAlgError:
+            q = np.full(h, np.nan)
         p = q * orientation
         close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
+        q = np.round(p) * orientation
         exact = np.linalg.norm(normals.T @ q - linear) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale)
         if close and exact:
             active_up = np.round(p) == 1.0
@@ -352,7 +363,7 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
         with finite differences (their rounding, ≈ 1e-10 per gradient entry, adds up).
     max_iterations:
         cap on the splitting rounds of the interval pool (each round: batched value queries and one
-        batched gradient query of up to a quarter of the pool's intervals, the open ones).
+        batched gradient query of the open intervals, a quarter or a thirty-second of the pool at a time).
 
     Returns
     -------
