@@ -1,0 +1,423 @@
+"""Exact recovery of a two-layer ReLU network from gradient (or value-only) queries, vectorized.
+
+Milli et al. (2019), Section 3, Algorithm 1: along a random line x(t) = u + t·v the victim
+
+    f(x) = Σ_i w_i ReLU(A_i·x + b_i) + c          (Eq. 1, plus the biases b and c of a real network)
+
+is piecewise linear in t, its gradient ∇f(x) = Σ_{i active} w_i A_i (Section 3.1) changes only where
+one unit switches, and the jump of the gradient across the kink of unit i is ±w_i A_i. This module
+recovers f *exactly* (up to float64 rounding) and spends fewer queries than the paper's
+h·log2(2l/ε) (Theorem 2) by three changes:
+
+1. **Sweep, then split all bracketing intervals at once.** Value and gradient are queried at N points
+   of the whole line (t = tan θ on a uniform θ grid, ends at ±1e7: without biases the kink of every
+   unit is Cauchy in t, i.e. uniform in θ). Every interval whose end gradients differ is then worked
+   on in parallel inside ``lax.while_loop`` rounds over a fixed-capacity pool of intervals.
+2. **Exact kink locations.** On an interval [t_a, t_b] holding one kink, f(x(t)) is the maximum or
+   minimum of the two lines through (t_a, f_a) with slope ∇f_a·v and through (t_b, f_b) with slope
+   ∇f_b·v; their intersection t° *is* the kink. One value query at t° confirms it (a second kink
+   inside would, except on a null set, move f(t°) off both lines); otherwise a gradient query at t°
+   splits the interval there (t° lies between the outer kinks when they bend the same way; the
+   midpoint is used when the lines do not cross inside). No bisection to a resolution ε.
+   The confirmed kink gives the unit's hyperplane with its bias: Z_i = ∇f_b − ∇f_a = ±w_i A_i and
+   β_i = −Z_i·x(t°) = ±w_i b_i.
+3. **Signs with one gradient and no extra queries (instead of Algorithm 1b's 2h).** Orient every
+   recovered unit so that z_i(x) = Z_i·x + β_i grows along +v, and let κ_i = ±1 be the sign of the
+   jump. Then r(x) = f(x) − Σ_i κ_i ReLU(−z_i(x)) has no kink anywhere, so it is affine:
+   r(x) = ℓ·x + m, read off exactly from the value and gradient at any one sweep point. The network
+   f̂(x) = Σ_i κ_i ReLU(−z_i(x)) + ℓ·x + m equals f for every h, including h > d where the rows of A
+   are dependent and Algorithm 1b's h×h rank condition cannot hold. When the rows of Z are
+   independent (h ≤ d), ℓ = Σ_i q_i Z_i has the unique solution q_i ∈ {0, κ_i} (the Z^T q = ℓ system
+   is full column rank, the role Lemma 4's M plays in the paper), and ℓ is folded into the units:
+   the result is a plain Σ_i w_i ReLU(A_i·x + b_i) + c with unit-norm rows A_i.
+
+Failures are reported, not hidden: an interval still unresolved after ``max_iterations``, a pool
+overflow, two kinks closer than the resolution, more units than ``hidden_dim``, or a fresh check of
+f̂ against ``num_check_queries`` value queries that fails; each makes the attempt retry on a new
+random line, and :class:`RecoveryError` lists them after ``max_attempts``.
+
+Precision: the work runs in float64 inside ``jax.enable_x64(True)`` (a context manager: the process's
+global ``jax_enable_x64`` setting is left as the user set it). The victim is called on float64 inputs;
+a victim with float32 parameters (a Flax model) is evaluated in float64 after promotion, and what is
+recovered exactly is that float32-parameter function. Caveat: JAX caches the constants a function
+closes over when it is first traced, so a victim closing over NumPy float64 arrays that was first
+traced in float32 mode (``Oracle(...)`` traces it once) keeps float32 copies of them. For a float64
+victim, build the ``Oracle`` inside ``with jax.enable_x64(True):`` (or set ``jax_enable_x64`` globally).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.extract.oracle import Oracle
+from jaxprobe.types import Array
+
+__all__ = ["recover_relu", "RecoveredReLU", "RecoveryError"]
+
+_FAR = 1e7          # the sweep's outer ends, t = ±_FAR
+_TINY = 1e-300
+
+
+class RecoveryError(RuntimeError):
+    """recover_relu failed on every attempt; ``failures`` lists why, one line per attempt."""
+
+    def __init__(self, failures: list[str]):
+        self.failures = failures
+        super().__init__("recover_relu failed on every attempt:\n  " + "\n  ".join(failures))
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoveredReLU:
+    """A recovered network f̂(x) = Σ_i output_weights_i · ReLU(weights_i·x + biases_i) + linear·x + output_bias.
+
+    ``weights`` (h, d) has unit-norm rows (the paper's assumption 1), ``biases`` (h,), ``output_weights``
+    (h,), ``output_bias`` scalar, ``linear`` (d,) is zero when the units absorbed the affine part
+    (always possible when the rows are independent, h ≤ d) and carries it otherwise. ``info`` holds the
+    queries spent, the attempts and the failures met. Call it on (n, d) → (n,) (NumPy, float64).
+    """
+
+    weights: np.ndarray
+    biases: np.ndarray
+    output_weights: np.ndarray
+    output_bias: float
+    linear: np.ndarray
+    info: dict
+
+    @property
+    def hidden_dim(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.weights.shape[1])
+
+    def __call__(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise ValueError(f"x must have shape (n, {self.input_dim}), got {x.shape}")
+        hidden = np.maximum(x @ self.weights.T + self.biases, 0.0)
+        return hidden @ self.output_weights + x @ self.linear + self.output_bias
+
+    def as_jax_fn(self):
+        """The network as a pure JAX function of ONE input (d,) → scalar, in the caller's precision."""
+        weights, biases = jnp.asarray(self.weights), jnp.asarray(self.biases)
+        output_weights, linear = jnp.asarray(self.output_weights), jnp.asarray(self.linear)
+        output_bias = self.output_bias
+
+        def f(x):
+            return output_weights @ jax.nn.relu(weights @ x + biases) + linear @ x + output_bias
+
+        return f
+
+
+def _sweep_points(num_points: int) -> np.ndarray:
+    """t = tan θ on a uniform grid of θ, then the tails out to ±_FAR in factors of 10, so that no interval
+    is much wider than its distance from u (margins and rounding are relative to the interval)."""
+    theta = np.linspace(-np.arctan(_FAR), np.arctan(_FAR), num_points)[1:-1]
+    t = np.tan(theta)
+    largest = max(np.max(np.abs(t)), 1.0)
+    tail = 10.0 ** np.arange(np.ceil(np.log10(largest) + 0.5), np.log10(_FAR) + 0.5)
+    return np.concatenate([-tail[::-1], t, tail])
+
+
+@partial(jax.jit, static_argnames=("oracle", "max_iterations", "finite_difference_step"))
+def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_used, gradient_scale,
+             gradient_tolerance, value_tolerance, probe, min_width, *, max_iterations: int,
+             finite_difference_step: float | None):
+    """Split every bracketing interval of the pool until each holds one confirmed kink.
+
+    Pool of capacity C: ta, tb, ga, gb (C,), grad_a, grad_b (C, d), is_open (C,) bool; slots
+    [num_used, C) are free. Returns the pool, the confirmed kinks (C,) with their flags, the query
+    counts, the iterations run and the overflow / too-narrow flags.
+    """
+    capacity = ta.shape[0]
+    dtype = ta.dtype
+
+    def changed(left, right):
+        return jnp.linalg.norm(right - left, axis=-1) > gradient_tolerance * gradient_scale
+
+    def body(state, batch):
+        (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used, num_values, num_gradients,
+         iteration, overflow, narrow) = state
+        # one round works on `batch` intervals, open ones first (the others wait for the next round):
+        # the victim is evaluated on `batch` rows per query, not on the whole pool
+        selected = jnp.argsort(~is_open, stable=True)[:batch]
+        active = is_open[selected]
+        s_ta, s_tb, s_ga, s_gb = ta[selected], tb[selected], ga[selected], gb[selected]
+        s_grad_a, s_grad_b = grad_a[selected], grad_b[selected]
+        slope_a, slope_b = s_grad_a @ v, s_grad_b @ v
+        denominator = slope_a - slope_b
+        safe = jnp.abs(denominator) > 1e-13 * (jnp.abs(slope_a) + jnp.abs(slope_b)) + _TINY
+        crossing = (s_gb - s_ga + slope_a * s_ta - slope_b * s_tb) / jnp.where(safe, denominator, 1.0)
+        width = s_tb - s_ta
+        # positions are compared in θ = arctan t, the sweep's own scale, so that the margins below stay
+        # local on the wide intervals at the ends of the line
+        theta_a, theta_b, theta_cross = jnp.arctan(s_ta), jnp.arctan(s_tb), jnp.arctan(crossing)
+        theta_width = theta_b - theta_a
+        # a crossing within probe·width of an end is not trusted (rounding, or two kinks by the end)
+        inside = safe & (theta_cross > theta_a + probe * theta_width) & (theta_cross < theta_b - probe * theta_width)
+        # confirm a lone kink at the crossing: f must lie on the left line just before it and on the
+        # right line just after it (with two or more kinks one of the two is off by |Δslope|·δ)
+        before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
+        after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
+        check = active & inside
+        value_before, nv_before = oracle._masked_values(u + before[:, None] * v, check)
+        value_after, nv_after = oracle._masked_values(u + after[:, None] * v, check)
+        scale = jnp.abs(s_ga) + jnp.abs(s_gb) + (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
+        on_left = jnp.abs(value_before - (s_ga + slope_a * (before - s_ta))) <= value_tolerance * scale
+        on_right = jnp.abs(value_after - (s_gb + slope_b * (after - s_tb))) <= value_tolerance * scale
+        single = check & on_left & on_right
+        split = active & ~single
+        # otherwise split at the crossing (between the outer kinks when they bend alike) or the midpoint
+        # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast)
+        query = jnp.where(inside, crossing, jnp.tan(0.5 * (theta_a + theta_b)))
+        x = u[None, :] + query[:, None] * v[None, :]
+        values, nv_split = oracle._masked_values(x, split)
+        gradients, nv_gradient, ng = oracle._masked_gradients(x, values, split, finite_difference_step)
+        nv = nv_before + nv_after + nv_split + nv_gradient
+        narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(s_ta) + jnp.abs(s_tb))))
+        num_new = jnp.sum(split).astype(jnp.int32)
+        overflow = overflow | (num_used + num_new > capacity)
+        # the kink again from the two probes, which sit probe·width/2 from it: the lines' slope errors
+        # (finite differences) then move it by far less than from the interval's ends
+        refined = (value_after - value_before + slope_a * before - slope_b * after) / jnp.where(safe, denominator, 1.0)
+        # in place: left children [ta, query] of split intervals, resolved ones closed with their kink
+        tb = tb.at[selected].set(jnp.where(split, query, s_tb))
+        gb = gb.at[selected].set(jnp.where(split, values, s_gb))
+        grad_b = grad_b.at[selected].set(jnp.where(split[:, None], gradients, s_grad_b))
+        is_open = is_open.at[selected].set(jnp.where(split, changed(s_grad_a, gradients), active & ~single))
+        done = done.at[selected].set(done[selected] | single)
+        kink = kink.at[selected].set(jnp.where(single, refined, kink[selected]))
+        # then the right children [query, tb] in fresh slots (after: a selected free slot may be one)
+        target = jnp.where(split, num_used + jnp.cumsum(split) - 1, capacity)
+        ta = ta.at[target].set(query, mode="drop")
+        tb = tb.at[target].set(s_tb, mode="drop")
+        ga = ga.at[target].set(values, mode="drop")
+        gb = gb.at[target].set(s_gb, mode="drop")
+        grad_a = grad_a.at[target].set(gradients, mode="drop")
+        grad_b = grad_b.at[target].set(s_grad_b, mode="drop")
+        is_open = is_open.at[target].set(changed(gradients, s_grad_b), mode="drop")
+        done = done.at[target].set(False, mode="drop")
+        return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used + num_new, num_values + nv,
+                num_gradients + ng, iteration + 1, overflow, narrow)
+
+    def cond(state, batch_below):
+        (_, _, _, _, _, _, is_open, _, _, _, _, _, iteration, overflow, narrow) = state
+        running = jnp.any(is_open) & (iteration < max_iterations) & ~overflow & ~narrow
+        # the first loop hands over to the narrower one once the open intervals fit in it
+        return running & (jnp.sum(is_open) > batch_below)
+
+    zero = jnp.zeros((), jnp.int32)
+    state = (ta, tb, ga, gb, grad_a, grad_b, is_open, jnp.zeros(capacity, bool), jnp.zeros(capacity, dtype),
+             num_used, zero, zero, zero, jnp.zeros((), bool), jnp.zeros((), bool))
+    # rounds on a quarter of the pool while many intervals are open, then on a thirty-second of it:
+    # the victim is evaluated on roughly as many rows as there are intervals to work on
+    wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
+    state = jax.lax.while_loop(lambda s: cond(s, narrow_batch), lambda s: body(s, wide), state)
+    return jax.lax.while_loop(lambda s: cond(s, 0), lambda s: body(s, narrow_batch), state)
+
+
+def _capacity(n: int) -> int:
+    return int(2 ** int(np.ceil(np.log2(max(n, 16)))))
+
+
+def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hint: int, hidden_dim: int | None,
+             finite_difference_step: float | None, gradient_tolerance: float, value_tolerance: float, probe: float,
+             check_tolerance: float, num_check_queries: int, max_iterations: int):
+    """One try on one random line. Returns (RecoveredReLU fields, None) or (None, reason)."""
+    d = oracle.input_dim
+    key_line, key_check = jax.random.split(rng_key)
+    uv = np.asarray(jax.random.normal(key_line, (2, d), jnp.float64))
+    u, v = uv[0], uv[1]
+    t = _sweep_points(num_sweep_points)
+    x = u[None, :] + t[:, None] * v[None, :]
+    if finite_difference_step is None:
+        values, gradients = oracle.value_and_gradient(x)
+    else:
+        values = oracle.value(x)
+        gradients = oracle.finite_difference_gradient(x, step=finite_difference_step)
+        oracle.num_value_queries -= x.shape[0]     # f(x) was just queried: forward differences reuse it
+    values, gradients = np.asarray(values, np.float64), np.asarray(gradients, np.float64)
+    gradient_scale = float(np.max(np.linalg.norm(gradients, axis=1))) + _TINY
+    jumps = np.linalg.norm(np.diff(gradients, axis=0), axis=1) > gradient_tolerance * gradient_scale
+    brackets = np.flatnonzero(jumps)
+    num_brackets = brackets.size
+    capacity = _capacity(max(2 * num_brackets, num_brackets + capacity_hint) + 8)
+
+    def pad(array, fill=0.0):
+        out = np.full((capacity,) + array.shape[1:], fill, np.float64)
+        out[:num_brackets] = array
+        return out
+
+    is_open = np.zeros(capacity, bool)
+    is_open[:num_brackets] = True
+    state = _resolve(oracle, jnp.asarray(u), jnp.asarray(v), pad(t[brackets]), pad(t[brackets + 1]),
+                     pad(values[brackets]), pad(values[brackets + 1]), pad(gradients[brackets]),
+                     pad(gradients[brackets + 1]), jnp.asarray(is_open), jnp.asarray(num_brackets, jnp.int32),
+                     gradient_scale, gradient_tolerance, value_tolerance, probe, 1e-12,
+                     max_iterations=max_iterations, finite_difference_step=finite_difference_step)
+    (ta, tb, ga, gb, grad_a, grad_b, still_open, done, kink, num_used, num_values, num_gradients, iterations,
+     overflow, narrow) = jax.device_get(state)
+    oracle._record(num_values, num_gradients)
+    info = {"sweep_points": int(t.size), "brackets": int(num_brackets), "iterations": int(iterations)}
+    if overflow:
+        return None, f"interval pool of {capacity} overflowed ({num_brackets} brackets from {num_sweep_points} " \
+                     "sweep points): more units than expected", info
+    if narrow:
+        return None, "two kinks closer than the resolution (an interval narrower than 1e-12 still held " \
+                     "several)", info
+    if np.any(still_open):
+        return None, f"{int(np.sum(still_open))} intervals unresolved after {max_iterations} iterations", info
+
+    jump = (grad_b - grad_a)[done]
+    kink = kink[done]
+    orientation = np.sign(jump @ v)                             # κ_i: z_i grows along +v
+    normals = jump * orientation[:, None]                       # Z_i, oriented
+    offsets = -(normals @ u + kink * (normals @ v))             # β_i = −Z_i·x(t_i)
+    h = normals.shape[0]
+    if hidden_dim is not None and h > hidden_dim:
+        return None, f"found {h} kinks on the line, more than hidden_dim={hidden_dim}", info
+
+    # the affine remainder r(x) = f(x) − Σ κ_i ReLU(−z_i(x)), from the sweep point nearest u
+    center = int(np.argmin(np.abs(t)))
+    x0 = x[center]
+    pre = normals @ x0 + offsets
+    linear = gradients[center] + (orientation * (pre < 0)) @ normals
+    intercept = values[center] - linear @ x0 - orientation @ np.maximum(-pre, 0.0)
+
+    norms = np.linalg.norm(normals, axis=1)
+    weights, biases = normals / norms[:, None], offsets / norms
+    output_weights = orientation * norms
+    # f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m; fold ℓ into the units when Z^T q = ℓ has q_i ∈ {0, κ_i}
+    folded = False
+    if 0 < h <= d:
+        # normal equations (h × h; a least-squares SVD of the d × h system costs ~100× more): any error
+        # is caught by the rounding to {0, 1} and the exact residual check below
+        try:
+            q = np.linalg.solve(normals @ normals.T, normals @ linear)
+        except np.linalg.LinAlgError:
+            q = np.full(h, np.nan)
+        p = q * orientation
+        close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
+        q = np.round(p) * orientation
+        exact = np.linalg.norm(normals.T @ q - linear) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale)
+        if close and exact:
+            active_up = np.round(p) == 1.0
+            intercept = intercept - np.round(p) * orientation @ offsets
+            sign = np.where(active_up, 1.0, -1.0)
+            weights, biases = weights * sign[:, None], biases * sign
+            linear = np.zeros(d)
+            folded = True
+    if not folded:
+        weights, biases = -weights, -biases                    # units are ReLU(−z_i)
+    recovered = dict(weights=weights, biases=biases, output_weights=output_weights,
+                     output_bias=float(intercept), linear=linear)
+    info["folded"] = folded
+
+    # honest check on fresh random inputs at several scales (kinks far out on the line are near 0 too)
+    scales = np.repeat(np.array([0.1, 1.0, 10.0, 100.0]), int(np.ceil(num_check_queries / 4)))[:num_check_queries]
+    check = np.asarray(jax.random.normal(key_check, (num_check_queries, d), jnp.float64)) * scales[:, None]
+    truth = np.asarray(oracle.value(check), np.float64)
+    network = RecoveredReLU(**recovered, info={})
+    error = np.max(np.abs(network(check) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+    info["check_relative_error"] = float(error)
+    if not error <= check_tolerance:
+        return None, f"check against {num_check_queries} fresh value queries failed (relative error {error:.2e})", info
+    return recovered, None, info
+
+
+def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = None,
+                 num_sweep_points: int | None = None, finite_differences: bool = False,
+                 finite_difference_step: float = 1e-6, max_attempts: int = 3, num_check_queries: int = 64,
+                 check_tolerance: float | None = None, max_iterations: int = 200) -> RecoveredReLU:
+    """Recover a two-layer ReLU network exactly from value and gradient queries (Algorithm 1, vectorized).
+
+    Parameters
+    ----------
+    oracle:
+        :class:`Oracle` of a scalar victim f(x) = Σ_i w_i ReLU(A_i·x + b_i) + c (Eq. 1; b = 0, c = 0 is
+        the paper's setting). Its counters record every query spent, failed attempts included.
+    rng_key:
+        picks the random line(s) and the check points.
+    hidden_dim:
+        h if known: sizes the sweep (2h points, at least 8, plus the tails) and rejects a line with more
+        than h kinks. ``None``
+        infers h from the kinks found (sweep of 64 points, doubled after a pool overflow).
+    num_sweep_points:
+        overrides the sweep size N (value + gradient queries at N points of the line).
+    finite_differences:
+        build every gradient from d forward-difference value queries (Appendix C): no gradient queries,
+        about d times more value queries; ``finite_difference_step`` is h of (f(x + h e_j) − f(x))/h.
+    max_attempts:
+        random lines to try before raising :class:`RecoveryError`.
+    num_check_queries, check_tolerance:
+        fresh value queries at Gaussian inputs (scales 0.1 to 100) that f̂ must match within this
+        relative error (|f̂ − f| / (|f| + 1e-3·max|f|)), or the attempt fails; default 1e-7, and 1e-6
+        with finite differences (their rounding, ≈ 1e-10 per gradient entry, adds up).
+    max_iterations:
+        cap on the splitting rounds of the interval pool (each round: batched value queries and one
+        batched gradient query of the open intervals, a quarter or a thirty-second of the pool at a time).
+
+    Returns
+    -------
+    RecoveredReLU, callable on (n, d) → (n,), with ``weights`` (h, d), ``biases``, ``output_weights``,
+    ``output_bias``, ``linear`` and ``info`` (queries per kind, attempts, failures).
+    """
+    if not isinstance(oracle, Oracle):
+        raise TypeError(f"oracle must be a jaxprobe.extract.Oracle, got {type(oracle).__name__}")
+    if oracle.num_outputs is not None:
+        raise ValueError(f"recover_relu needs a scalar victim; this oracle's victim has {oracle.num_outputs} "
+                         "outputs (wrap it to return one output)")
+    for name, value in (("hidden_dim", hidden_dim), ("num_sweep_points", num_sweep_points)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    for name, value in (("max_attempts", max_attempts), ("num_check_queries", num_check_queries),
+                        ("max_iterations", max_iterations)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if check_tolerance is None:
+        check_tolerance = 1e-6 if finite_differences else 1e-7
+    for name, value in (("finite_difference_step", finite_difference_step), ("check_tolerance", check_tolerance)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < np.inf:
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if num_sweep_points is not None and num_sweep_points < 3:
+        raise ValueError(f"num_sweep_points must be at least 3, got {num_sweep_points}")
+    if isinstance(rng_key, numbers.Integral):
+        rng_key = jax.random.key(int(rng_key))
+    step = float(finite_difference_step) if finite_differences else None
+    # thresholds: a gradient jump, a value off a line (relative to the interval's scale), and the
+    # confirmation probes at the crossing ± probe·width/2; finite differences are noisier (≈1e-10)
+    gradient_tolerance = 1e-6 if finite_differences else 1e-10
+    value_tolerance = 1e-8 if finite_differences else 1e-12
+    probe = 1e-3 if finite_differences else 1e-5
+    sweep = num_sweep_points or (max(8, 2 * hidden_dim) if hidden_dim is not None else 64)
+    capacity_hint = 2 * hidden_dim if hidden_dim is not None else 4 * sweep
+
+    start_values, start_gradients = oracle.num_value_queries, oracle.num_gradient_queries
+    failures: list[str] = []
+    attempts_info = []
+    with jax.enable_x64(True):
+        keys = jax.random.split(rng_key, max_attempts)
+        for attempt in range(max_attempts):
+            recovered, failure, info = _attempt(oracle, keys[attempt], sweep, capacity_hint, hidden_dim, step,
+                                                gradient_tolerance, value_tolerance, probe, check_tolerance,
+                                                int(num_check_queries), int(max_iterations))
+            attempts_info.append(info)
+            if recovered is not None:
+                break
+            failures.append(f"attempt {attempt + 1}: {failure}")
+            if "overflow" in failure:
+                sweep, capacity_hint = 2 * sweep, 4 * capacity_hint
+        else:
+            raise RecoveryError(failures)
+    info = {"num_value_queries": oracle.num_value_queries - start_values,
+            "num_gradient_queries": oracle.num_gradient_queries - start_gradients,
+            "attempts": len(attempts_info), "failures": failures, "per_attempt": attempts_info}
+    return RecoveredReLU(**recovered, info=info)

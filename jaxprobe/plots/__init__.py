@@ -1,0 +1,5 @@
+"""Figures (matplotlib is imported lazily inside each function, with the Agg backend)."""
+
+from jaxprobe.plots.extraction import plot_distillation, plot_queries_per_unit
+
+__all__ = ["plot_queries_per_unit", "plot_distillation"]
