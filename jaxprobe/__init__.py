@@ -3,9 +3,12 @@
 from jaxprobe import constraints, datasets, engine, models, priors, probes
 from jaxprobe.engine import Samples, sample
 from jaxprobe.generate import generate
+from jaxprobe import sweeps
+from jaxprobe.sweeps import sweep
 from jaxprobe.target import gibbs
 
 __version__ = "0.1.0"
 
 __all__ = ["sample", "generate", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets", "engine",
+           "sweep", "sweeps",
            "__version__"]
