@@ -428,8 +428,11 @@ def sweep(
     check_cells([{k: v for k, v in defaults.items() if v is not None and k not in axis_names}])
     if "temperature" not in axis_names and temperature is None:
         raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
-    if step_size_mode not in ("per_chain", "shared") and "step_size_mode" not in axis_names:
-        raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {step_size_mode!r}")
+    for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
+        if name == "sampler":
+            make_kernel(value, **(sampler_options or {}))
+        elif value not in ("per_chain", "shared"):
+            raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
     if cells_per_batch is not None:
         _check_int("cells_per_batch", cells_per_batch, 1)
     if isinstance(build_probe, Probe) or not callable(build_probe):
