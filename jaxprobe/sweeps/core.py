@@ -270,6 +270,11 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _nan_reduce(reduce, values: np.ndarray) -> float | None:
+    values = np.asarray(values, np.float64)
+    return _finite_or_none(reduce(values)) if np.any(np.isfinite(values)) else None
+
+
 def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Rows of a sweep's ``results.csv`` (numbers parsed back; empty fields are None)."""
     with open(path, newline="") as stream:
@@ -670,8 +675,9 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         status="ok", error=None,
         acceptance_rate=float(np.mean(one["acceptance_rate"])),
         step_size=float(np.median(one["step_size"])),
-        max_rhat=_finite_or_none(np.max(one["rhat"][:-1])),
-        min_ess_bulk=_finite_or_none(np.min(one["ess_bulk"][:-1])),
+        # Constant coordinates (fixed features) have no R-hat or ESS (NaN): left out of the max / min.
+        max_rhat=_nan_reduce(np.nanmax, one["rhat"][:-1]),
+        min_ess_bulk=_nan_reduce(np.nanmin, one["ess_bulk"][:-1]),
         probe_mean=float(probe.mean()), probe_sd=float(probe.std(ddof=1)) if probe.size > 1 else 0.0,
         probe_min=float(probe.min()), probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
         probe_q95=float(quantiles[2]), probe_max=float(probe.max()),
