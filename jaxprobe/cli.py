@@ -204,9 +204,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--show", action="store_true", help="print the stored tables without running")
     bench.add_argument("--root", help="source tree holding benchmarks/ (default: here, or jaxprobe's source)")
     bench.add_argument("--quiet", action="store_true", help="hide the benchmarks' own output")
-    bench.add_argument("extra", nargs=argparse.REMAINDER, default=[],
-                       help="arguments after -- go to every benchmark script")
-    bench.set_defaults(handler=_bench)
+    bench.set_defaults(handler=_bench, extra=[])
+    bench.epilog = "Arguments after -- go to every benchmark script, e.g. jaxprobe bench sweep -- --cells 16"
     return parser
 
 
@@ -215,9 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     from jaxprobe.config import ConfigError
 
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if argv[:1] == ["bench"] and "--" in argv:  # jaxprobe bench [names] -- <arguments for the scripts>
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     arguments = parser.parse_args(argv)
-    if getattr(arguments, "extra", None) and arguments.extra[:1] == ["--"]:
-        arguments.extra = arguments.extra[1:]
+    if arguments.command == "bench":
+        arguments.extra = extra
     try:
         return arguments.handler(arguments)
     except ConfigError as error:
