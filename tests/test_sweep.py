@@ -110,6 +110,7 @@ def _has_pyarrow():
     return True
 
 
+@pytest.mark.slow
 def test_cell_equals_generate_with_the_same_key():
     """A cell is generate(fold_in(key, seed), G_cell, ...): the same draws up to float32 rounding."""
     model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0, 0.5]))  # noqa: E731
@@ -223,7 +224,9 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
         result = jaxprobe.sweep(1, build, {"temperature": [0.5, 2.0], "weight": [1.0, 3.0]}, num_chains=32,
                                 num_samples=20, num_warmup=10, step_size=0.1, dim=2, progress=False)
         np.save(sys.argv[1], np.stack([s.positions for s in result.samples]))
-        print("devices", jax.device_count())
+        from jaxprobe.sweeps import core
+        sharding = next(iter(core._PROGRAM_CACHE.values()))[0].output_shardings["positions"]
+        print("devices", jax.device_count(), "positions split", sharding.num_devices, "ways along", getattr(sharding, "spec", None))
     """)
     outputs = {}
     for count in (1, 4):
@@ -233,5 +236,7 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
                                    text=True, timeout=300)
         assert completed.returncode == 0, completed.stderr[-2000:]
         assert f"devices {count}" in completed.stdout
+        if count == 4:  # (cells, chains, draws, d): the chains axis is split over the 4 devices
+            assert "positions split 4 ways along P(None, 'chains')" in completed.stdout, completed.stdout
         outputs[count] = np.load(path)
     np.testing.assert_allclose(outputs[4], outputs[1], atol=1e-5)

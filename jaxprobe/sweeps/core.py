@@ -212,6 +212,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         if num_samples >= 4:
             # Rank-normalized split R-hat and bulk ESS (BlackJAX) of every coordinate and of G(x), as one stack.
             stacked = jnp.concatenate([chain_major_x, chain_major_probe[..., None].astype(dtype)], axis=2)
+            if mesh is not None:  # XLA:CPU's FFT rejects chain-sharded layouts: diagnose a replicated copy
+                stacked = jax.lax.with_sharding_constraint(stacked, NamedSharding(mesh, PartitionSpec()))
             rhat = jax.vmap(diagnostics.rhat, in_axes=2)(stacked)
             ess_bulk = jax.vmap(diagnostics.ess_bulk, in_axes=2)(stacked)
         else:
