@@ -33,14 +33,16 @@ import math
 import numbers
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-if sys.version_info >= (3, 11):
+try:
     import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+except ImportError:  # pragma: no cover - Python 3.10: the same parser as the tomli package
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
 
 __all__ = ["ConfigError", "Config", "load_config", "parse_config", "SCHEMA", "BATCHED_KEYS", "PROBE_TYPES",
            "MODEL_KINDS"]
@@ -242,6 +244,8 @@ def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
 def parse_config(text: str, *, path: str | None = None, sweep: bool = False) -> Config:
     """Validate the TOML ``text`` (see the module docstring); raises :class:`ConfigError`."""
     where = path or "<config>"
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise ConfigError("reading configuration files needs Python >= 3.11 (tomllib) or `pip install tomli`")
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

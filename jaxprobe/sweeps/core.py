@@ -20,7 +20,6 @@ import json
 import math
 import os
 import time
-import traceback
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
