@@ -76,6 +76,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--note", default="", help="a note for the results file (e.g. machine load)")
+    parser.add_argument("--name", default="sweep", help="results file name (default sweep: results/sweep.md)")
     arguments = parser.parse_args(argv)
 
     from sklearn.datasets import load_breast_cancer
@@ -128,8 +129,9 @@ def main(argv=None) -> dict:
         "max_rhat_batched": max(row["max_rhat"] for row in swept.rows),
     }
     os.makedirs(RESULTS, exist_ok=True)
-    atomic_write(os.path.join(RESULTS, "sweep.json"), lambda s: json.dump(result, s, indent=2), binary=False)
-    atomic_write(os.path.join(RESULTS, "sweep.md"), lambda s: s.write(_markdown(result)), binary=False)
+    name = arguments.name
+    atomic_write(os.path.join(RESULTS, f"{name}.json"), lambda s: json.dump(result, s, indent=2), binary=False)
+    atomic_write(os.path.join(RESULTS, f"{name}.md"), lambda s: s.write(_markdown(result)), binary=False)
     print(_markdown(result))
     return result
 
