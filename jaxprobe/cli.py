@@ -1,11 +1,31 @@
-"""The ``jaxprobe`` command."""
+"""The ``jaxprobe`` command: ``demo``, ``run``, ``sweep``, ``bench``, ``validate``.
+
+Exit codes (for scripts):
+
+- 0: success (``sweep``: every cell finished);
+- 1: the command ran but something failed (``sweep``: some cells failed, recorded in the table;
+  ``run``: the probe could not be sampled; ``bench``: a benchmark exited non-zero);
+- 2: bad usage or an invalid configuration file (nothing was run);
+- 130: interrupted (Ctrl-C); a sweep resumes where it stopped when started again.
+"""
 
 from __future__ import annotations
 
 import argparse
+import glob
+import os
+import subprocess
 import sys
+import time
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "find_benchmarks"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _say(arguments: argparse.Namespace, message: str) -> None:
+    if not getattr(arguments, "quiet", False):
+        print(message)
 
 
 def _demo(arguments: argparse.Namespace) -> int:
@@ -23,11 +43,132 @@ def _demo(arguments: argparse.Namespace) -> int:
     print(f"Probe samples within 0.1 of the decision boundary: {probe['fraction_within_0.1_of_boundary']:.1%} "
           f"(training data: {probe['data_fraction_within_0.1_of_boundary']:.1%})")
     print(f"Wrote {arguments.out}/samples.npz, summary.json, plot.png in {result['seconds']:.1f} s")
-    return 0
+    return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jaxprobe", description="Question trained models by sampling.")
+def _load(arguments: argparse.Namespace, sweep: bool):
+    from jaxprobe.config import load_config
+
+    return load_config(arguments.config, sweep=sweep)
+
+
+def _validate(arguments: argparse.Namespace) -> int:
+    from jaxprobe.config import load_config
+
+    text = open(arguments.config, "rb").read().decode("utf-8", "replace") if os.path.exists(arguments.config) else ""
+    config = load_config(arguments.config, sweep="[sweep" in text)
+    cells = 1
+    for values in config.grid.values():
+        cells *= len(values)
+    _say(arguments, f"{arguments.config}: valid ({'sweep of ' + str(cells) + ' cells' if config.grid else 'one run'})")
+    return EXIT_OK
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    from jaxprobe.sweeps.from_config import run_config
+
+    config = _load(arguments, sweep=False)
+    out = arguments.out or config.sections["output"]["dir"]
+    summary = run_config(config, out=out, progress=not arguments.quiet)
+    answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
+    number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
+    _say(arguments, f"{summary['probe']} on {summary['data']}: {summary['num_chains']} chains x "
+                    f"{summary['num_samples_per_chain']} draws, acceptance {summary['acceptance_rate']:.2f}, "
+                    f"max R-hat {number(summary['max_rhat'], '.3f')}, min ESS {number(summary['min_ess_bulk'], '.0f')}"
+                    f"; {answer}")
+    _say(arguments, f"Wrote {out}/samples.npz, samples_original_units.npz, summary.json"
+                    f"{', features.png' if config.sections['output']['plots'] else ''} in {summary['seconds']:.1f} s")
+    return EXIT_OK
+
+
+def _sweep(arguments: argparse.Namespace) -> int:
+    from jaxprobe.sweeps.from_config import sweep_config
+
+    config = _load(arguments, sweep=True)
+    out = arguments.out or config.sections["output"]["dir"]
+    result = sweep_config(config, out=out, progress=not arguments.quiet)
+    failed = [row for row in result.rows if row["status"] != "ok"]
+    if config.sections["output"]["plots"]:
+        _sweep_plot(config, result, out)
+    _say(arguments, f"{len(result.rows)} cells ({len(failed)} failed), {result.num_compilations} compiled "
+                    f"program(s) ({result.compile_seconds:.1f} s compiling), {result.seconds:.1f} s in all")
+    _say(arguments, f"Table: {out}/results.csv; samples: {out}/cells/")
+    for row in failed[:5]:
+        _say(arguments, f"  failed {row['cell']}: {row['error']}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _sweep_plot(config, result, out: str) -> None:
+    from jaxprobe.plots.runs import plot_sweep
+    from jaxprobe.sweeps.from_config import ENGINE_KEYS
+
+    names = [ENGINE_KEYS.get(k, k) for k in config.grid]
+    numeric = [n for n in names if all(isinstance(r.get(n), (int, float)) for r in result.rows)]
+    if not numeric:
+        return
+    x_axis = "temperature" if "temperature" in numeric else numeric[0]
+    others = [n for n in names if n != x_axis]
+    plot_sweep(os.path.join(out, "probe_mean.png"), result.rows, x_axis, group_by=others[0] if others else None)
+
+
+def find_benchmarks(root: str | None = None) -> dict[str, str]:
+    """``{name: path}`` of the benchmark scripts ``benchmarks/*.py`` (in ``root``, the current folder,
+    or the source tree jaxprobe was installed from)."""
+    candidates = [root] if root else [os.getcwd(), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    for base in candidates:
+        folder = os.path.join(base, "benchmarks")
+        scripts = sorted(glob.glob(os.path.join(folder, "*.py")))
+        if scripts:
+            return {os.path.splitext(os.path.basename(p))[0]: p for p in scripts if not
+                    os.path.basename(p).startswith("_")}
+    return {}
+
+
+def _bench(arguments: argparse.Namespace) -> int:
+    scripts = find_benchmarks(arguments.root)
+    if not scripts:
+        print("no benchmarks/*.py found: run from the jaxprobe source tree or pass --root", file=sys.stderr)
+        return EXIT_USAGE
+    if arguments.list:
+        for name, path in scripts.items():
+            print(f"{name}\t{path}")
+        return EXIT_OK
+    names = arguments.names or list(scripts)
+    unknown = [n for n in names if n not in scripts]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; available: {', '.join(scripts)}", file=sys.stderr)
+        return EXIT_USAGE
+    status = EXIT_OK
+    for name in names:
+        path = scripts[name]
+        root = os.path.dirname(os.path.dirname(path))
+        table = os.path.join(root, "benchmarks", "results", f"{name}.md")
+        if not arguments.show:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep))
+            _say(arguments, f"== running {name} ({path}) ==")
+            tick = time.perf_counter()
+            completed = subprocess.run([sys.executable, path, *arguments.extra], cwd=root, env=env,
+                                       stdout=subprocess.DEVNULL if arguments.quiet else None)
+            _say(arguments, f"== {name}: exit {completed.returncode} after {time.perf_counter() - tick:.0f} s ==")
+            if completed.returncode != 0:
+                status = EXIT_FAILED
+                continue
+        if os.path.exists(table):
+            with open(table) as stream:
+                print(f"\n{stream.read()}")
+        else:
+            print(f"{name}: no table at {table}")
+            if arguments.show:
+                status = EXIT_FAILED
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxprobe", description="Question trained models by sampling.",
+        epilog="Exit codes: 0 success, 1 something failed (failed sweep cells, a failed benchmark), "
+               "2 bad usage or invalid configuration, 130 interrupted.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="probe a breast_cancer classifier for undecided inputs")
     demo.add_argument("--out", default="jaxprobe-demo", help="output directory (default ./jaxprobe-demo)")
@@ -39,8 +180,62 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--sampler", default="chees", help="mala, hmc, nuts, rwmh or chees (default)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     demo.set_defaults(handler=_demo)
+
+    run = commands.add_parser("run", help="run one probe described in a TOML file (see examples/)")
+    run.add_argument("config", help="TOML configuration file")
+    run.add_argument("--out", help="output directory (default: [output] dir of the file)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    run.set_defaults(handler=_run)
+
+    sweep = commands.add_parser("sweep", help="run a grid of probes from a TOML file with a [sweep.grid] table")
+    sweep.add_argument("config", help="TOML configuration file")
+    sweep.add_argument("--out", help="output directory (default: [output] dir); finished cells there are skipped")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    sweep.set_defaults(handler=_sweep)
+
+    validate = commands.add_parser("validate", help="check a configuration file without running it")
+    validate.add_argument("config")
+    validate.add_argument("--quiet", action="store_true")
+    validate.set_defaults(handler=_validate)
+
+    bench = commands.add_parser("bench", help="run the benchmarks in benchmarks/ and print their tables")
+    bench.add_argument("names", nargs="*", help="benchmarks to run (default: all of benchmarks/*.py)")
+    bench.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    bench.add_argument("--show", action="store_true", help="print the stored tables without running")
+    bench.add_argument("--root", help="source tree holding benchmarks/ (default: here, or jaxprobe's source)")
+    bench.add_argument("--quiet", action="store_true", help="hide the benchmarks' own output")
+    bench.set_defaults(handler=_bench, extra=[])
+    bench.epilog = "Arguments after -- go to every benchmark script, e.g. jaxprobe bench sweep -- --cells 16"
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``jaxprobe`` command; returns the exit code (see the module docstring)."""
+    from jaxprobe.config import ConfigError
+
+    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if argv[:1] == ["bench"] and "--" in argv:  # jaxprobe bench [names] -- <arguments for the scripts>
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
     arguments = parser.parse_args(argv)
-    return arguments.handler(arguments)
+    if arguments.command == "bench":
+        arguments.extra = extra
+    try:
+        return arguments.handler(arguments)
+    except ConfigError as error:
+        print(f"jaxprobe {arguments.command}: invalid configuration: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"jaxprobe {arguments.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except RuntimeError as error:
+        print(f"jaxprobe {arguments.command}: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ValueError, TypeError) as error:
+        print(f"jaxprobe {arguments.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,377 @@
+"""Run and sweep configuration files (TOML, read with :mod:`tomllib`: data, never code).
+
+A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe sweep``)::
+
+    [data]                         # a bundled data set (jaxprobe.datasets)
+    name = "breast_cancer"
+
+    [model]                        # the model to question: a kind fitted here, or a saved network
+    kind = "mlp"                   # or: path = "model.npz", activation = "tanh", output = "sigmoid"
+
+    [probe]
+    type = "prediction_risky"      # model_contrast | prediction_risky | parameter_sensitive | fixed_label
+    alpha = 0.5
+
+    [sampler]
+    name = "mala"
+    num_chains = 64
+    num_samples = 200
+    temperature = 0.05
+
+    [sweep.grid]                   # only for `jaxprobe sweep`: "section.key" = [values]
+    "sampler.temperature" = [0.01, 0.1, 1.0]
+    "probe.alpha" = [0.3, 0.5, 0.7]
+
+Every key is checked before anything runs: an unknown key, a wrong type, a
+missing data set or an impossible value raises :class:`ConfigError` naming the
+key, the expected form, and the line of the file where it was found.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10: the same parser as the tomli package
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
+
+__all__ = ["ConfigError", "Config", "load_config", "parse_config", "SCHEMA", "BATCHED_KEYS", "PROBE_TYPES",
+           "MODEL_KINDS"]
+
+PROBE_TYPES = ("model_contrast", "prediction_risky", "parameter_sensitive", "fixed_label")
+#: Model kinds fitted with scikit-learn on the training split (trees are piecewise constant:
+#: use them as the [compare] model of model_contrast, or with sampler "rwmh").
+MODEL_KINDS = ("logistic_regression", "linear_regression", "ridge", "mlp", "svm_rbf", "svm_poly",
+               "decision_tree", "random_forest", "gradient_boosting")
+TREE_KINDS = ("decision_tree", "random_forest", "gradient_boosting")
+CLASSIFIER_ONLY = ("logistic_regression",)
+REGRESSOR_ONLY = ("linear_regression", "ridge")
+ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
+OUTPUTS = ("sigmoid", "softmax", "identity")
+SAMPLERS = ("mala", "hmc", "nuts", "rwmh", "chees")
+#: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
+BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
+                "localize.weight", "localize.anchor")
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot run, with the key, the expected form and the line."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: the expected form (for messages), a check, and a default."""
+
+    expected: str
+    check: Callable[[Any], bool]
+    default: Any = None
+    required: bool = False
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int_at_least(minimum: int) -> Callable[[Any], bool]:
+    return lambda v: _is_int(v) and v >= minimum
+
+
+def _positive(v: Any) -> bool:
+    return _is_number(v) and v > 0
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, str) and v in choices
+
+
+def _string(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _table(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _string_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(item, str) for item in v)
+
+
+def _model_section(kind_required: bool = False) -> dict[str, Key]:
+    return {
+        "kind": Key(f"one of {', '.join(MODEL_KINDS)}", _one_of(MODEL_KINDS)),
+        "path": Key("a path to a saved network: .npz (arrays w0, b0, w1, b1, ...) or .msgpack (flax)", _string),
+        "activation": Key(f"one of {', '.join(ACTIVATIONS)} (hidden layers of a saved network)",
+                          _one_of(ACTIVATIONS), "relu"),
+        "output": Key(f"one of {', '.join(OUTPUTS)} (last layer of a saved network)", _one_of(OUTPUTS)),
+        "options": Key("a table of estimator options, e.g. { hidden_layer_sizes = [16], max_iter = 300 }", _table, {}),
+        "seed": Key("an int >= 0", _int_at_least(0), 0),
+    }
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "data": {
+        "name": Key("a bundled data set name (jaxprobe.datasets.available())", _string, required=True),
+        "options": Key("a table of loader options, e.g. { threshold = 100 }", _table, {}),
+        "test_fraction": Key("a number in (0, 1)", lambda v: _is_number(v) and 0 < v < 1, 0.25),
+        "split_seed": Key("an int >= 0", _int_at_least(0), 0),
+    },
+    "model": _model_section(),
+    "compare": _model_section(),
+    "probe": {
+        "type": Key(f"one of {', '.join(PROBE_TYPES)}", _one_of(PROBE_TYPES), required=True),
+        "alpha": Key("a number (prediction_risky: the output value to be undecided about)", _is_number, 0.5),
+        "r": Key("a number >= 1 (prediction_risky exponent)", lambda v: _is_number(v) and v >= 1, 2),
+        "target": Key("a class index (int >= 0), or a number for regression (fixed_label)",
+                      lambda v: _is_number(v)),
+        "loss": Key("one of cross_entropy, squared, similarity", _one_of(("cross_entropy", "squared", "similarity"))),
+        "sigma": Key("a number > 0 (parameter_sensitive: q(θ) = N(θ*, σ² I))", _positive, 0.1),
+        "num_draws": Key("an int >= 1 (parameter_sensitive: draws of θ)", _int_at_least(1), 16),
+    },
+    "localize": {
+        "anchor": Key("an int >= 0: a row of the test split", _int_at_least(0), required=True),
+        "weight": Key("a number >= 0", lambda v: _is_number(v) and v >= 0, 1.0),
+        "r": Key("a number >= 1", lambda v: _is_number(v) and v >= 1, 2),
+    },
+    "constraints": {
+        "fixed": Key("a list of feature names held at the anchor's values, e.g. [\"race\"]", _string_list, []),
+        "bounds": Key("\"data\" (each feature inside its observed range) or \"none\"", _one_of(("data", "none")),
+                      "none"),
+    },
+    "prior": {
+        "kind": Key("\"standard_normal\" (in standardized units) or \"none\"",
+                    _one_of(("standard_normal", "none")), "standard_normal"),
+    },
+    "sampler": {
+        "name": Key(f"one of {', '.join(SAMPLERS)}", _one_of(SAMPLERS), "mala"),
+        "num_chains": Key("an int >= 1", _int_at_least(1), 64),
+        "num_samples": Key("an int >= 1", _int_at_least(1), 200),
+        "num_warmup": Key("an int >= 0", _int_at_least(0), 200),
+        "thin": Key("an int >= 1", _int_at_least(1), 1),
+        "temperature": Key("a number > 0", _positive, required=True),
+        "seed": Key("an int >= 0", _int_at_least(0), 0),
+        "step_size": Key("a number > 0 (fixed: no adaptation)", _positive),
+        "step_size_mode": Key("\"per_chain\" or \"shared\"", _one_of(("per_chain", "shared")), "per_chain"),
+    },
+    "output": {
+        "dir": Key("a folder path", _string, "jaxprobe-out"),
+        "plots": Key("true or false", lambda v: isinstance(v, bool), True),
+    },
+    "sweep": {
+        "grid": Key("a table of \"section.key\" = [values]", _table, required=True),
+        "cells_per_batch": Key("an int >= 1", _int_at_least(1)),
+        "static": Key("a list of \"section.key\" axes to compile per value", _string_list, []),
+    },
+}
+
+_DEFAULT_LOSS = {"model_contrast": "cross_entropy", "parameter_sensitive": "cross_entropy",
+                 "fixed_label": "cross_entropy"}
+
+
+class _Lines:
+    """Find the line of ``[section]`` ``key = ...`` in a TOML text (best effort, for messages)."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+
+    def find(self, section: str | None, key: str | None = None) -> int | None:
+        current = None
+        header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+\s*(#.*)?$")
+        for number, line in enumerate(self.lines, 1):
+            match = header.match(line)
+            if match:
+                current = match.group(1).replace('"', "").replace(" ", "")
+                if key is None and current == section:
+                    return number
+                continue
+            if key is None:
+                continue
+            if current == section and re.match(rf'^\s*"?{re.escape(key)}"?\s*=', line):
+                return number
+            if current is None and re.match(rf'^\s*"?{re.escape(section)}\.{re.escape(key)}"?\s*=', line):
+                return number
+        return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated configuration: ``sections`` (defaults filled in), the sweep ``grid`` (``{"section.key":
+    [values]}``, empty for a single run), and where it came from."""
+
+    sections: dict[str, dict[str, Any]]
+    grid: dict[str, list[Any]]
+    path: str | None
+
+    def get(self, dotted: str) -> Any:
+        section, key = dotted.split(".", 1)
+        return self.sections.get(section, {}).get(key)
+
+    def with_values(self, values: dict[str, Any]) -> "Config":
+        """A copy with ``{"section.key": value}`` replaced (one sweep cell)."""
+        sections = {name: dict(content) for name, content in self.sections.items()}
+        for dotted, value in values.items():
+            section, key = dotted.split(".", 1)
+            sections.setdefault(section, {})[key] = value
+        return Config(sections, {}, self.path)
+
+
+def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
+    """Read and validate a TOML file; ``sweep=True`` requires a ``[sweep.grid]`` table."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such file")
+    with open(path, "rb") as stream:
+        raw = stream.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text ({error})") from None
+    return parse_config(text, path=path, sweep=sweep)
+
+
+def parse_config(text: str, *, path: str | None = None, sweep: bool = False) -> Config:
+    """Validate the TOML ``text`` (see the module docstring); raises :class:`ConfigError`."""
+    where = path or "<config>"
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise ConfigError("reading configuration files needs Python >= 3.11 (tomllib) or `pip install tomli`")
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where}: not valid TOML: {error}") from None
+    lines = _Lines(text)
+
+    def fail(section: str | None, key: str | None, message: str) -> ConfigError:
+        number = lines.find(section, key) if section else None
+        location = f"{where}:{number}" if number else where
+        name = f"[{section}] {key}" if key else f"[{section}]" if section else "file"
+        return ConfigError(f"{location}: {name}: {message}")
+
+    unknown = sorted(set(document) - set(SCHEMA))
+    if unknown:
+        raise fail(unknown[0], None, f"unknown section; expected one of {', '.join(f'[{s}]' for s in SCHEMA)}")
+    for required in ("data", "model", "probe", "sampler"):
+        if required not in document:
+            raise fail(None, None, f"missing section [{required}]")
+    if sweep and "sweep" not in document:
+        raise fail(None, None, "missing section [sweep] with a [sweep.grid] table of \"section.key\" = [values]")
+    if not sweep and "sweep" in document:
+        raise fail("sweep", None, "a [sweep] section is for `jaxprobe sweep`; `jaxprobe run` runs one probe")
+
+    sections: dict[str, dict[str, Any]] = {}
+    for section, content in document.items():
+        if not isinstance(content, dict):
+            raise fail(section, None, "must be a table ([section] followed by key = value lines)")
+        schema = SCHEMA[section]
+        checked = {}
+        for key, value in content.items():
+            if key not in schema:
+                if section == "sweep" and isinstance(value, dict):
+                    raise fail(section, key, "unknown table; the grid goes in [sweep.grid]")
+                raise fail(section, key, f"unknown key; expected one of {', '.join(schema)}")
+            if not schema[key].check(value):
+                raise fail(section, key, f"must be {schema[key].expected}, got {value!r}")
+            checked[key] = value
+        for key, spec in schema.items():
+            if key not in checked:
+                if spec.required:
+                    raise fail(section, None, f"missing key {key!r} ({spec.expected})")
+                checked[key] = spec.default
+        sections[section] = checked
+
+    for section in ("constraints", "prior", "output"):  # optional sections: all defaults
+        sections.setdefault(section, {key: spec.default for key, spec in SCHEMA[section].items()})
+
+    grid: dict[str, list[Any]] = {}
+    if sweep:
+        for dotted, values in sections["sweep"]["grid"].items():
+            section_key = ("sweep.grid", dotted)
+            if "." not in dotted:
+                raise fail(*section_key, "an axis is named \"section.key\", e.g. \"sampler.temperature\"")
+            section, key = dotted.split(".", 1)
+            if section in ("sweep", "output") or section not in SCHEMA or key not in SCHEMA[section]:
+                raise fail(*section_key, "names no configurable key; axes are \"section.key\" of "
+                                         "[data], [model], [compare], [probe], [localize], [constraints], [prior] "
+                                         "or [sampler]")
+            if not isinstance(values, list) or not values:
+                raise fail(*section_key, "must be a non-empty list of values")
+            spec = SCHEMA[section][key]
+            for index, value in enumerate(values):
+                if not spec.check(value):
+                    raise fail(*section_key, f"value {index} must be {spec.expected}, got {value!r}")
+            if section not in sections:  # an axis may introduce an optional section, e.g. localize.weight
+                if any(v.required and k != key for k, v in SCHEMA[section].items()):
+                    missing = [k for k, v in SCHEMA[section].items() if v.required and k != key]
+                    raise fail(*section_key, f"needs a [{section}] section with {', '.join(missing)}")
+                sections[section] = {k: v.default for k, v in SCHEMA[section].items()}
+            grid[dotted] = values
+        for axis in sections["sweep"]["static"]:
+            if axis not in grid:
+                raise fail("sweep", "static", f"{axis!r} is not an axis of [sweep.grid]")
+
+    _check_meaning(sections, grid, fail)
+    return Config(sections, grid, path)
+
+
+def _check_meaning(sections, grid, fail) -> None:
+    """Checks across keys: data set names, models for each probe type, anchors, fixed features."""
+    from jaxprobe import datasets
+
+    data = sections["data"]
+    if data["name"] not in datasets.available():
+        raise fail("data", "name", f"unknown data set {data['name']!r}; expected one of "
+                                   f"{', '.join(datasets.available())}")
+
+    def values(dotted):  # every value a key takes in the run or the sweep
+        section, key = dotted.split(".", 1)
+        return grid.get(dotted, [sections.get(section, {}).get(key)])
+
+    for section in ("model", "compare"):
+        if section not in sections:
+            continue
+        model = sections[section]
+        kinds = [k for k in values(f"{section}.kind") if k is not None]
+        if kinds and model.get("path"):
+            raise fail(section, "path", "give either kind or path, not both")
+        if not kinds and not model.get("path"):
+            raise fail(section, None, "needs kind = \"...\" (fitted here) or path = \"...\" (a saved network)")
+        if model.get("path"):
+            if not model["path"].endswith((".npz", ".msgpack")):
+                raise fail(section, "path", "must end in .npz or .msgpack (pickle files are never loaded)")
+            if model.get("output") is None:
+                raise fail(section, "output", f"a saved network needs output = one of {', '.join(OUTPUTS)}")
+    probe = sections["probe"]
+    for probe_type in values("probe.type"):
+        if probe_type == "model_contrast" and "compare" not in sections:
+            raise fail("probe", "type", "model_contrast needs a [compare] section: the second model ŷ")
+        if probe_type == "fixed_label" and probe.get("target") is None and "probe.target" not in grid:
+            raise fail("probe", "target", "fixed_label needs target = a class index (or a regression value)")
+        if probe_type == "parameter_sensitive":
+            for kind in values("model.kind"):
+                if kind is not None and kind not in ("logistic_regression", "mlp"):
+                    raise fail("model", "kind", "parameter_sensitive needs a model with parameters θ: "
+                                                "logistic_regression, mlp or a saved network (path)")
+    for probe_type in values("probe.type"):
+        loss = probe.get("loss")
+        if loss == "similarity" and probe_type in ("fixed_label",):
+            raise fail("probe", "loss", "fixed_label takes loss cross_entropy or squared")
+    if probe.get("loss") is None:
+        probe["loss"] = _DEFAULT_LOSS.get(probe["type"], "cross_entropy")
+    for kind in values("model.kind"):
+        if kind in TREE_KINDS and not all(s == "rwmh" for s in values("sampler.name")):
+            raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
+                                        "model, or sampler name = \"rwmh\"")
+    if sections["constraints"]["fixed"] and "localize" not in sections:
+        raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
+                                           "section with anchor = <row of the test split>")

@@ -1,0 +1,689 @@
+"""``jaxprobe.sweep``: a grid of probes × temperatures × seeds as one compiled program per shape.
+
+Every cell of a grid is an independent run of :func:`jaxprobe.generate`: its own
+key, initial positions, warmup (step-size adaptation) and draws. The cells that
+share array shapes (same sampler, chains, draws, probe structure) are stacked on a
+leading *cell* axis and run by ONE compiled program, ``vmap`` over cells of the
+engine's pure core (:func:`jaxprobe.engine.init` → ``warmup`` → ``run``), with the
+numeric hyperparameters (temperature, seed, step size, α, localizer weight,
+target label, anchor index, ...) as traced inputs. A 64-cell temperature grid
+therefore costs one compilation; an axis that changes shapes or the program (the
+sampler, the number of chains, a model kind) compiles once per value.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import time
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from blackjax import diagnostics
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxprobe._io import atomic_write
+from jaxprobe.constraints import restriction
+from jaxprobe.engine import core
+from jaxprobe.engine.api import canonicalize_key, chain_sharding, make_kernel
+from jaxprobe.engine.samples import Samples
+from jaxprobe.probes import Probe, as_probe
+from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
+    classify_axes
+
+__all__ = ["sweep", "SweepProblem", "SweepResult", "read_table", "TABLE_COLUMNS"]
+
+#: Columns of the results table after the grid's own axis columns.
+TABLE_COLUMNS = (
+    "status", "error", "acceptance_rate", "step_size", "max_rhat", "min_ess_bulk",
+    "probe_mean", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95", "probe_max",
+    "probe_rhat", "probe_ess_bulk", "num_nonfinite", "num_divergent", "seconds", "compile_seconds",
+    "group", "samples",
+)
+
+_SPEC_FILE = "sweep.json"
+_CELLS_DIR = "cells"
+
+
+class SweepProblem(NamedTuple):
+    """What ``build_probe(**params)`` may return instead of a bare probe.
+
+    ``probe`` G(x); ``prior`` a log density on data space (or None, flat);
+    ``constraints`` a ``Box``/``Fixed`` or a list (must not depend on batched,
+    i.e. traced, parameters); ``dim`` the number of features d when neither the
+    constraints nor the prior's mean gives it; ``transform`` an optional
+    ``x -> features`` map applied to each draw when the probe statistics and
+    the table are made (e.g. a model output); unused by the sampler.
+    """
+
+    probe: Callable
+    prior: Callable | None = None
+    constraints: Any = None
+    dim: int | None = None
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """What :func:`sweep` returns.
+
+    Attributes
+    ----------
+    rows
+        One dict per cell, in grid order: the cell's parameters, then
+        :data:`TABLE_COLUMNS` (acceptance, R̂, ESS, probe value statistics, times).
+    samples
+        The :class:`jaxprobe.Samples` of each cell (positions ``(chain, draw, d)``
+        in data space), ``None`` for failed cells, when ``keep_samples=True``;
+        otherwise ``None``. With ``out`` set, they are also in ``out/cells/*.npz``.
+    out
+        The output folder, or None.
+    num_compilations
+        Programs compiled by this call: one per group of cells that share shapes.
+    compile_seconds, seconds
+        Time spent compiling, and the whole call.
+    """
+
+    rows: list[dict[str, Any]]
+    samples: list[Samples | None] | None
+    out: str | None
+    num_compilations: int
+    compile_seconds: float
+    seconds: float
+
+    def load_samples(self, index: int) -> Samples:
+        """The samples of cell ``index`` (from memory, or from the output folder)."""
+        if self.samples is not None and self.samples[index] is not None:
+            return self.samples[index]
+        row = self.rows[index]
+        if row.get("status") != "ok" or self.out is None:
+            raise ValueError(f"cell {index} has no samples (status {row.get('status')!r}: {row.get('error')})")
+        return Samples.load(os.path.join(self.out, row["samples"]))
+
+    def to_pandas(self):
+        """The table as a ``pandas.DataFrame`` (needs pandas)."""
+        import pandas
+
+        return pandas.DataFrame(self.rows)
+
+
+# ------------------------------------------------------------------ validation helpers
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _resolve_dim(problem: SweepProblem) -> int:
+    if problem.dim is not None:
+        return _check_int("dim", problem.dim, 1)
+    mean = getattr(problem.prior, "mean", None)
+    if mean is not None:
+        return int(np.size(mean))
+    for constraint in (problem.constraints if isinstance(problem.constraints, (list, tuple))
+                       else [problem.constraints]):
+        low = getattr(constraint, "low", None)
+        if low is not None and getattr(constraint, "indices", None) is None and np.ndim(low) == 1:
+            return int(np.size(low))
+    raise ValueError("sweep needs the number of features: pass dim=d, a prior with a mean, "
+                     "or return SweepProblem(probe, dim=d) from build_probe")
+
+
+def _as_problem(value: Any, prior: Any, constraints: Any, dim: Any) -> SweepProblem:
+    if isinstance(value, SweepProblem):
+        return SweepProblem(as_probe(value.probe), value.prior if value.prior is not None else prior,
+                            value.constraints if value.constraints is not None else constraints,
+                            value.dim if value.dim is not None else dim)
+    return SweepProblem(as_probe(value, "build_probe(...) result"), prior, constraints, dim)
+
+
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+# ------------------------------------------------------------------ the compiled program of one group
+
+
+class _Group(NamedTuple):
+    static: tuple[tuple[str, Any], ...]  # static axis values shared by the group
+    indices: list[int]  # grid indices of the group's pending cells
+
+
+def _cell_program(build_probe, static_params, batched_axes, settings, problem0, restricted, kernel, dtype, mesh):
+    """The function of ONE cell's traced inputs → its draws and statistics (vmapped over cells by the caller)."""
+    num_chains = settings["num_chains"]
+    num_samples, num_warmup, thin = settings["num_samples"], settings["num_warmup"], settings["thin"]
+    fixed_step = settings["fixed_step_size"]
+    shared = settings["step_size_mode"] == "shared"
+    target = settings["target_acceptance_rate"]
+    prior_samples = settings["prior_samples"]
+    num_free, dim = restricted.num_free, restricted.dim
+
+    def one_cell(base_key, seed, temperature, step_size, values):
+        problem = _as_problem(build_probe(**static_params, **values), problem0.prior, problem0.constraints,
+                              problem0.dim)
+        probe, prior = problem.probe, problem.prior
+        # The keys of generate(fold_in(base_key, seed), ...): init, then sample's warmup / sampling split.
+        key = jax.random.fold_in(base_key, seed)
+        key_init, key_sample = jax.random.split(key)
+        key_warmup, key_sampling = jax.random.split(key_sample)
+        if prior_samples:
+            z0 = jnp.asarray(prior.sample(key_init, num_chains), dtype)
+        else:
+            z0 = jax.random.normal(key_init, (num_chains, num_free), dtype)
+        if mesh is not None:
+            z0 = jax.lax.with_sharding_constraint(z0, NamedSharding(mesh, PartitionSpec("chains")))
+
+        def logdensity(z):
+            x = restricted.forward(z)
+            value = -probe(x) / temperature + restricted.log_det_jacobian(z)
+            if prior is not None:
+                value = value + prior(x)
+            return value
+
+        parameters = core.default_parameters(kernel, num_chains, num_free, dtype,
+                                             step_size if fixed_step else None)
+        state = core.init(kernel, logdensity, z0, parameters)
+        initial_logdensity = state.kernel_state.logdensity
+        if num_warmup == 0:
+            pass
+        elif fixed_step:  # burn-in with the given step size, as sample() does
+            state, _, _ = core.run(key_warmup, state, kernel, logdensity, 1, num_warmup)
+            state = core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
+        elif kernel.name == "chees":
+            state, _ = core.chees_warmup(key_warmup, z0, kernel, logdensity, num_warmup,
+                                         float(kernel.initial_step_size(num_free)), target)
+        else:
+            state, _ = core.warmup(key_warmup, state, kernel, logdensity, num_warmup, target, shared)
+        state, trace, stats = core.run(key_sampling, state, kernel, logdensity, num_samples, thin)
+
+        x = jax.vmap(jax.vmap(restricted.forward))(trace.position)  # (N, C, d)
+        probe_values = jax.vmap(jax.vmap(probe))(x)  # (N, C)
+        chain_major_x = jnp.swapaxes(x, 0, 1)  # (C, N, d)
+        chain_major_probe = jnp.swapaxes(probe_values, 0, 1)
+        if num_samples >= 4:
+            # Rank-normalized split R-hat and bulk ESS (BlackJAX) of every coordinate and of G(x), as one stack.
+            stacked = jnp.concatenate([chain_major_x, chain_major_probe[..., None].astype(dtype)], axis=2)
+            if mesh is not None:  # XLA:CPU's FFT rejects chain-sharded layouts: diagnose a replicated copy
+                stacked = jax.lax.with_sharding_constraint(stacked, NamedSharding(mesh, PartitionSpec()))
+            rhat = jax.vmap(diagnostics.rhat, in_axes=2)(stacked)
+            ess_bulk = jax.vmap(diagnostics.ess_bulk, in_axes=2)(stacked)
+        else:
+            rhat = ess_bulk = jnp.full((dim + 1,), jnp.nan, dtype)
+        steps = num_samples * thin
+        out = {
+            "positions": chain_major_x,
+            "logdensity": jnp.swapaxes(trace.logdensity, 0, 1),
+            "probe": chain_major_probe,
+            "initial_logdensity": initial_logdensity,
+            "acceptance_rate": stats.acceptance_rate_sum / steps,
+            "num_divergent": stats.num_divergent,
+            "num_nonfinite": stats.num_nonfinite,
+            "num_gradient_evaluations": stats.num_gradient_evaluations,
+            "step_size": jnp.broadcast_to(state.parameters["step_size"], (num_chains,)),
+            "rhat": rhat,
+            "ess_bulk": ess_bulk,
+        }
+        if "inverse_mass_matrix" in state.parameters:
+            out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
+        return out
+
+    return one_cell
+
+
+def _batch_inputs(cells: list[dict], indices: list[int], batch: int, batched_axes: list[Axis], defaults: dict,
+                  dtype) -> tuple:
+    """Per-cell inputs stacked on the cell axis; the last batch is padded by repeating its last cell."""
+    padded = indices + [indices[-1]] * (batch - len(indices))
+    value = lambda cell, name: cell.get(name, defaults.get(name))  # noqa: E731
+    seeds = np.asarray([value(cells[i], "seed") for i in padded], np.int32)
+    temperatures = np.asarray([value(cells[i], "temperature") for i in padded], dtype)
+    step_sizes = np.asarray([value(cells[i], "step_size") or 1.0 for i in padded], dtype)
+    values = {axis.name: np.asarray([cells[i][axis.name] for i in padded], np.int32 if axis.integer else dtype)
+              for axis in batched_axes}
+    return seeds, temperatures, step_sizes, values
+
+
+# ------------------------------------------------------------------ output folder
+
+
+def _write_json(path: str, payload: Any) -> None:
+    atomic_write(path, lambda stream: json.dump(payload, stream, indent=1, default=_json_default), binary=False)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _finite_or_none(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _nan_reduce(reduce, values: np.ndarray) -> float | None:
+    values = np.asarray(values, np.float64)
+    return _finite_or_none(reduce(values)) if np.any(np.isfinite(values)) else None
+
+
+def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Rows of a sweep's ``results.csv`` (numbers parsed back; empty fields are None)."""
+    with open(path, newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    for row in rows:
+        for key, text in row.items():
+            if text == "":
+                row[key] = None
+                continue
+            try:
+                number = float(text)
+                row[key] = int(number) if text.lstrip("-").isdigit() else number
+            except ValueError:
+                pass
+    return rows
+
+
+def _write_table(out: str, rows: list[dict[str, Any]], axis_names: list[str]) -> None:
+    columns = ["cell", "index"] + axis_names + list(TABLE_COLUMNS)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else (json.dumps(list(v)) if isinstance(v, tuple) else v))
+                         for k, v in row.items()})
+    atomic_write(os.path.join(out, "results.csv"), lambda stream: stream.write(buffer.getvalue()), binary=False)
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        return
+    cell_value = lambda v: json.dumps(list(v)) if isinstance(v, tuple) else v  # noqa: E731
+    table = pyarrow.table({c: [cell_value(r.get(c)) for r in rows] for c in columns})
+    atomic_write(os.path.join(out, "results.parquet"), lambda stream: pyarrow.parquet.write_table(table, stream))
+
+
+def _load_done(out: str, ids: list[str]) -> dict[str, dict]:
+    """Rows of finished cells found in ``out/cells`` (status ok and samples present)."""
+    done = {}
+    for identifier in ids:
+        row_path = os.path.join(out, _CELLS_DIR, identifier + ".json")
+        if not os.path.exists(row_path):
+            continue
+        with open(row_path) as stream:
+            row = json.load(stream)
+        if row.get("status") == "ok" and os.path.exists(os.path.join(out, row["samples"])):
+            done[identifier] = row
+    return done
+
+
+# ------------------------------------------------------------------ public entry point
+
+
+def sweep(
+    rng_key: Any,
+    build_probe: Callable[..., Any] | Probe,
+    grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
+    *,
+    num_chains: int,
+    num_samples: int,
+    temperature: float | None = None,
+    num_warmup: int = 500,
+    sampler: str = "mala",
+    thin: int = 1,
+    seed: int = 0,
+    step_size: float | None = None,
+    step_size_mode: str = "per_chain",
+    target_acceptance_rate: float | None = None,
+    prior: Callable | None = None,
+    constraints: Any = None,
+    dim: int | None = None,
+    static: Sequence[str] = (),
+    sampler_options: dict[str, Any] | None = None,
+    cells_per_batch: int | None = None,
+    out: str | os.PathLike | None = None,
+    keep_samples: bool = True,
+    progress: bool = True,
+    devices: Any = None,
+    dtype: Any = jnp.float32,
+) -> SweepResult:
+    """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
+
+    Cell c samples ``x ~ exp(−G_c(x)/τ_c)·prior(x)`` restricted by ``constraints``
+    (probing paper, Eq. 3), with ``G_c = build_probe(**params_c)`` and its own
+    key ``fold_in(rng_key, seed_c)``: the same key, initial positions and warmup as
+    ``generate(jax.random.fold_in(rng_key, seed_c), G_c, temperature=τ_c, ...)``.
+    Cells with the same seed share their random numbers (common random numbers,
+    which sharpen comparisons across τ or α); give a ``seed`` axis for
+    independent replicates.
+
+    Batching: numeric axes (``temperature``, ``seed``, ``step_size`` and every
+    numeric probe axis, e.g. ``alpha``, a localizer ``weight``, a ``target``
+    label, an ``anchor`` index) are traced inputs of ONE compiled program that
+    runs the cells vmapped, ``(cells, chains, d)``; chains are sharded over the
+    engine's ``chains`` device mesh. Axes with strings, bools or lists, the engine's
+    shape settings (``sampler``, ``num_chains``, ``num_samples``, ``num_warmup``,
+    ``thin``, ...) and the names in ``static`` compile once per distinct value.
+
+    Parameters
+    ----------
+    rng_key
+        Key or int seed.
+    build_probe
+        ``build_probe(**params) -> probe`` (or a :class:`SweepProblem`), called
+        with each cell's probe parameters (the grid axes other than the engine
+        ones). Batched parameters arrive as traced JAX scalars (int32 for integer
+        axes, ``dtype`` otherwise): use them in jnp arithmetic or indexing. If
+        the grid has no probe axes, a fixed :class:`jaxprobe.probes.Probe` works too.
+    grid
+        ``{axis: [values]}`` (Cartesian product, in order) or a list of
+        ``{axis: value}`` cells.
+    num_chains, num_samples, num_warmup, sampler, thin, step_size, step_size_mode, target_acceptance_rate,
+    sampler_options
+        As for :func:`jaxprobe.sample`; each may also be a grid axis.
+    temperature, seed
+        Values for cells whose grid has no such axis (``temperature`` is then required).
+    prior, constraints, dim
+        As for :func:`jaxprobe.generate`, unless ``build_probe`` returns a
+        :class:`SweepProblem` giving them. Constraints are part of a program's
+        shape: they may differ between static groups, not between batched cells.
+    static
+        Numeric axes to treat as static anyway (e.g. one a probe constructor
+        validates with NumPy and so cannot take traced values).
+    cells_per_batch
+        At most this many cells per program call (default: all cells of a group).
+        Smaller batches use less memory and lose less work on an interruption;
+        the last batch is padded to the same size, so each group compiles once.
+    out
+        Output folder: ``results.csv`` (and ``results.parquet`` with pyarrow), one
+        row per cell; ``cells/<id>.npz`` samples and ``cells/<id>.json`` rows, all
+        written atomically after each batch. Running the same sweep again skips
+        the finished cells found there (resume); cells that failed are retried.
+    keep_samples
+        Keep every cell's samples in memory in the result (turn off for big sweeps
+        written to ``out``).
+    progress
+        A tqdm bar over cells, with chain-steps/s.
+    devices
+        Devices for the ``chains`` mesh axis (default all).
+
+    Returns
+    -------
+    SweepResult
+        Rows in grid order (failed cells have ``status="error"`` and the error
+        message; the sweep goes on past them), samples, compile statistics.
+    """
+    started = time.perf_counter()
+    rng_key = canonicalize_key(rng_key)
+    cells = cells_of(grid)
+    axes = classify_axes(cells, static)
+    check_cells(cells)
+    axis_names = [axis.name for axis in axes]
+    defaults = {"num_chains": num_chains, "num_samples": num_samples, "num_warmup": num_warmup, "sampler": sampler,
+                "thin": thin, "seed": seed, "step_size": step_size, "step_size_mode": step_size_mode,
+                "target_acceptance_rate": target_acceptance_rate, "temperature": temperature}
+    check_cells([{k: v for k, v in defaults.items() if v is not None and k not in axis_names}])
+    if "temperature" not in axis_names and temperature is None:
+        raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
+    for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
+        if name == "sampler":
+            make_kernel(value, **(sampler_options or {}))
+        elif value not in ("per_chain", "shared"):
+            raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
+    if cells_per_batch is not None:
+        _check_int("cells_per_batch", cells_per_batch, 1)
+    if isinstance(build_probe, Probe) or not callable(build_probe):
+        fixed = as_probe(build_probe, "build_probe")
+        if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
+            raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
+        build_probe = lambda: fixed  # noqa: E731
+    dtype = np.dtype(dtype)
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
+        raise TypeError("dtype float64 needs jax_enable_x64")
+    engine_names = set(ENGINE_BATCHED_AXES) | set(ENGINE_STATIC_AXES)
+    batched_probe_axes = [a for a in axes if a.batched and a.name not in engine_names]
+    static_axes = [a for a in axes if not a.batched]
+
+    # Fixed settings (not grid axes) name the cells, so a changed setting never reuses old results.
+    fixed_settings = {k: v for k, v in defaults.items() if k not in axis_names}
+    fixed_settings["sampler_options"] = sampler_options or {}
+    fixed_settings["key"] = np.asarray(jax.random.key_data(rng_key)).tolist()
+    fixed_settings["dtype"] = str(dtype)
+    ids = [cell_id(cell, fixed_settings) for cell in cells]
+
+    done: dict[str, dict] = {}
+    if out is not None:
+        out = os.fspath(out)
+        os.makedirs(os.path.join(out, _CELLS_DIR), exist_ok=True)
+        _write_json(os.path.join(out, _SPEC_FILE), {"axes": axis_names, "settings": fixed_settings,
+                                                      "cells": [dict(c, cell=i) for c, i in zip(cells, ids)]})
+        done = _load_done(out, ids)
+
+    rows: list[dict[str, Any] | None] = [None] * len(cells)
+    samples: list[Samples | None] | None = [None] * len(cells) if keep_samples else None
+    for index, identifier in enumerate(ids):
+        if identifier in done:
+            rows[index] = dict(done[identifier], index=index)
+            if samples is not None:
+                samples[index] = Samples.load(os.path.join(out, done[identifier]["samples"]))
+
+    groups: dict[tuple, list[int]] = {}
+    for index, cell in enumerate(cells):
+        if rows[index] is None:
+            key = tuple((a.name, cell[a.name]) for a in static_axes)
+            groups.setdefault(key, []).append(index)
+
+    bar = None
+    pending = sum(len(v) for v in groups.values())
+    if progress and pending:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=pending, desc=f"sweep ({len(groups)} program{'s' * (len(groups) != 1)})", unit="cell",
+                   dynamic_ncols=True)
+    num_compilations, compile_total = 0, 0.0
+    try:
+        for group_number, (static_key, indices) in enumerate(groups.items()):
+            static_values = dict(static_key)
+            settings = {name: static_values.get(name, defaults[name]) for name in ENGINE_STATIC_AXES}
+            settings["fixed_step_size"] = "step_size" in axis_names or step_size is not None
+            batch = min(cells_per_batch or len(indices), len(indices))
+            probe_params = {k: v for k, v in static_values.items() if k not in engine_names}
+            try:
+                compiled, compile_seconds, is_new = _compiled_program(
+                    rng_key, build_probe, probe_params, batched_probe_axes, settings, batch, prior, constraints, dim,
+                    sampler_options, dtype, devices)
+                num_compilations += int(is_new)
+                compile_total += compile_seconds
+            except _SweepUsageError as error:
+                raise ValueError(str(error)) from None
+            except Exception as error:  # noqa: BLE001 - a failing group is recorded, the sweep goes on
+                message = f"{type(error).__name__}: {error}"
+                for index in indices:
+                    rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
+                    if out is not None:
+                        _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
+                if bar is not None:
+                    bar.update(len(indices))
+                continue
+            for start in range(0, len(indices), batch):
+                chunk = indices[start:start + batch]
+                inputs = _batch_inputs(cells, chunk, batch, batched_probe_axes, defaults, dtype)
+                tick = time.perf_counter()
+                try:
+                    result = compiled(rng_key, *inputs)
+                    result = jax.tree.map(np.asarray, result)
+                except Exception as error:  # noqa: BLE001 - recorded per cell
+                    message = f"{type(error).__name__}: {error}"
+                    for index in chunk:
+                        rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
+                        if out is not None:
+                            _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
+                    if bar is not None:
+                        bar.update(len(chunk))
+                    continue
+                seconds = (time.perf_counter() - tick) / len(chunk)
+                for position, index in enumerate(chunk):
+                    one = {name: value[position] for name, value in result.items()}
+                    row, cell_samples = _cell_row(cells[index], ids[index], index, one, settings, seconds,
+                                                  compile_seconds, group_number)
+                    rows[index] = row
+                    if out is not None:
+                        if cell_samples is not None:
+                            cell_samples.save(os.path.join(out, row["samples"]))
+                        _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), row)
+                    if samples is not None:
+                        samples[index] = cell_samples
+                if out is not None:
+                    _write_table(out, [r for r in rows if r is not None], axis_names)
+                if bar is not None:
+                    chain_steps = len(chunk) * settings["num_chains"] * (
+                        settings["num_warmup"] + settings["num_samples"] * settings["thin"])
+                    bar.set_postfix_str(f"{chain_steps / (seconds * len(chunk)):.3g} chain-steps/s", refresh=False)
+                    bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    if out is not None:
+        _write_table(out, rows, axis_names)
+    return SweepResult(rows=rows, samples=samples, out=out, num_compilations=num_compilations,
+                       compile_seconds=compile_total, seconds=time.perf_counter() - started)
+
+
+class _SweepUsageError(Exception):
+    """A mistake in how sweep was called (not a failing cell): re-raised as ValueError."""
+
+
+_PROGRAM_CACHE: dict[tuple, Any] = {}
+_PROGRAM_CACHE_SIZE = 16
+
+
+def _cache_key(build_probe, probe_params, batched_axes, settings, batch, prior, constraints, dim, sampler_options,
+               dtype, devices):
+    """Identity of a group's program: the same builder, priors and shapes reuse one compiled program."""
+    return (build_probe, tuple(sorted(probe_params.items())), tuple((a.name, a.integer) for a in batched_axes),
+            tuple(sorted(settings.items())), batch, id(prior), id(constraints), dim,
+            json.dumps(sampler_options or {}, sort_keys=True, default=str), str(dtype),
+            tuple(jax.devices() if devices is None else devices))
+
+
+def _compiled_program(*args):
+    """A group's compiled program from the cache, or compiled now. Returns (program, compile seconds, is_new)."""
+    key = _cache_key(*args[1:])
+    if key in _PROGRAM_CACHE:
+        return _PROGRAM_CACHE[key][0], 0.0, False
+    compiled, seconds = _compile_group(*args)
+    if len(_PROGRAM_CACHE) >= _PROGRAM_CACHE_SIZE:
+        _PROGRAM_CACHE.pop(next(iter(_PROGRAM_CACHE)))
+    _PROGRAM_CACHE[key] = (compiled, args[1], args[6], args[7])  # keep the objects in the key alive
+    return compiled, seconds, True
+
+
+def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, batch, prior, constraints, dim,
+                   sampler_options, dtype, devices):
+    """Check the probe on abstract inputs, then lower and compile the group's program once."""
+    kernel = make_kernel(settings["sampler"], **(sampler_options or {}))
+    abstract = {axis.name: jax.ShapeDtypeStruct((), np.int32 if axis.integer else dtype) for axis in batched_axes}
+    captured = {}
+
+    def probe_check(values):
+        problem = _as_problem(build_probe(**probe_params, **values), prior, constraints, dim)
+        number = _resolve_dim(problem)
+        captured["problem"] = SweepProblem(None, problem.prior, problem.constraints, number)
+        return problem.probe(jnp.zeros((number,), dtype))
+
+    try:
+        shape = jax.eval_shape(probe_check, abstract)
+    except _TRACER_ERRORS as error:
+        names = [axis.name for axis in batched_axes]
+        raise _SweepUsageError(
+            f"build_probe needs concrete values for one of the batched axes {names}: batched axes arrive as "
+            "traced JAX scalars. Use them in jnp arithmetic, or list the axis in static=[...] (one compilation "
+            f"per value). Original error: {type(error).__name__}: {str(error).splitlines()[0]}") from None
+    if getattr(shape, "shape", None) != ():
+        raise _SweepUsageError(f"the probe must return a scalar for one input x (d,), got shape "
+                               f"{getattr(shape, 'shape', shape)}")
+    problem0 = captured["problem"]
+    restricted = restriction(problem0.constraints, problem0.dim)
+    prior_samples = False
+    if problem0.prior is not None and hasattr(problem0.prior, "sample") and restricted.is_identity:
+        try:
+            drawn = jax.eval_shape(lambda k: problem0.prior.sample(k, settings["num_chains"]), rng_key)
+            prior_samples = drawn.shape == (settings["num_chains"], restricted.num_free)
+        except Exception:  # noqa: BLE001 - no usable .sample: start from N(0, I) as generate does
+            prior_samples = False
+    settings = dict(settings, prior_samples=prior_samples)
+    mesh = None
+    device_list = list(jax.devices() if devices is None else devices)
+    if len(device_list) > 1:
+        mesh = chain_sharding(settings["num_chains"], device_list).mesh
+    one_cell = _cell_program(build_probe, probe_params, batched_axes, settings, problem0, restricted, kernel, dtype,
+                             mesh)
+
+    def program(base_key, seeds, temperatures, step_sizes, values):
+        return jax.vmap(one_cell, in_axes=(None, 0, 0, 0, 0))(base_key, seeds, temperatures, step_sizes, values)
+
+    example = (rng_key, np.zeros(batch, np.int32), np.ones(batch, dtype), np.ones(batch, dtype),
+               {axis.name: np.zeros(batch, np.int32 if axis.integer else dtype) for axis in batched_axes})
+    tick = time.perf_counter()
+    try:
+        compiled = jax.jit(program).lower(*example).compile()
+    except _TRACER_ERRORS as error:
+        raise _SweepUsageError(f"build_probe cannot take the batched axes as traced values: {error}") from None
+    return compiled, time.perf_counter() - tick
+
+
+def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
+    row = {"cell": identifier, "index": index, **cell}
+    row.update({column: None for column in TABLE_COLUMNS})
+    row.update(status="error", error=message, group=group)
+    return row
+
+
+def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group):
+    """The table row and Samples of one finished cell; a cell that cannot be sampled is marked failed."""
+    row = {"cell": identifier, "index": index, **cell}
+    row.update({column: None for column in TABLE_COLUMNS})
+    row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
+    initial = one["initial_logdensity"]
+    error = None
+    if not np.all(np.isfinite(initial)):
+        bad = np.nonzero(~np.isfinite(initial))[0]
+        error = (f"ValueError: log density is not finite at the initial positions of chains {bad[:10].tolist()}: "
+                 "the probe or prior is undefined there")
+    elif not np.all(np.isfinite(one["positions"])):
+        error = "FloatingPointError: draws contain NaN or inf"
+    if error is not None:
+        row.update(status="error", error=error)
+        return row, None
+    probe = one["probe"].astype(np.float64)
+    samples = Samples(
+        positions=one["positions"], logdensity=one["logdensity"], acceptance_rate=one["acceptance_rate"],
+        step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
+        num_nonfinite=one["num_nonfinite"].astype(np.int64),
+        num_gradient_evaluations=one["num_gradient_evaluations"].astype(np.int64), sampler=settings["sampler"],
+        num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"))
+    quantiles = np.quantile(probe, [0.05, 0.5, 0.95])
+    row.update(
+        status="ok", error=None,
+        acceptance_rate=float(np.mean(one["acceptance_rate"])),
+        step_size=float(np.median(one["step_size"])),
+        # Constant coordinates (fixed features) have no R-hat or ESS (NaN): left out of the max / min.
+        max_rhat=_nan_reduce(np.nanmax, one["rhat"][:-1]),
+        min_ess_bulk=_nan_reduce(np.nanmin, one["ess_bulk"][:-1]),
+        probe_mean=float(probe.mean()), probe_sd=float(probe.std(ddof=1)) if probe.size > 1 else 0.0,
+        probe_min=float(probe.min()), probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
+        probe_q95=float(quantiles[2]), probe_max=float(probe.max()),
+        probe_rhat=_finite_or_none(one["rhat"][-1]), probe_ess_bulk=_finite_or_none(one["ess_bulk"][-1]),
+        num_nonfinite=int(one["num_nonfinite"].sum()), num_divergent=int(one["num_divergent"].sum()),
+        samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
+    )
+    return row, samples

@@ -1,0 +1,468 @@
+"""From a validated :class:`jaxprobe.config.Config` to data, models, probes, and a run or a sweep.
+
+Everything happens in the data set's standardized units (the models are fitted
+there); samples are reported in original units through the data set's
+standardization. Numeric hyperparameters (α, target label, localizer weight,
+anchor index, temperature, seed, step size) enter the probe as traced values,
+so a sweep over them is one compiled program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe import constraints as constraints_module
+from jaxprobe import datasets, priors, probes
+from jaxprobe._io import atomic_write
+from jaxprobe.config import TREE_KINDS, ConfigError, Config
+from jaxprobe.models import GaussianPerturbation, from_sklearn
+from jaxprobe.sweeps.core import SweepProblem, SweepResult, sweep
+
+__all__ = ["Prepared", "prepare", "build_problem", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
+
+#: Config keys the sweep engine takes directly (the rest are probe parameters).
+ENGINE_KEYS = {"sampler.temperature": "temperature", "sampler.seed": "seed", "sampler.step_size": "step_size",
+               "sampler.name": "sampler", "sampler.num_chains": "num_chains", "sampler.num_samples": "num_samples",
+               "sampler.num_warmup": "num_warmup", "sampler.thin": "thin", "sampler.step_size_mode": "step_size_mode"}
+
+_ACTIVATION_FUNCTIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "logistic": jax.nn.sigmoid,
+                         "identity": lambda h: h}
+
+
+# ------------------------------------------------------------------ models
+
+
+class Model:
+    """A model on standardized inputs: ``fn(x)`` → class probabilities ``(K,)`` or a regression value;
+    ``apply_fn(params, x)`` and ``params`` when it has parameters θ (dense networks)."""
+
+    def __init__(self, fn, *, differentiable=True, apply_fn=None, params=None, name=""):
+        self.fn, self.differentiable, self.apply_fn, self.params, self.name = fn, differentiable, apply_fn, params, name
+
+
+def dense_apply(activation: str, output: str):
+    """``apply(params, x)`` of a dense network ``params = [{"w": (n_in, n_out), "b": (n_out,)}, ...]``.
+
+    ``output``: ``"sigmoid"`` (one logit → ``[1 − p, p]``), ``"softmax"`` (class
+    probabilities) or ``"identity"`` (a regression value; scalar for one output).
+    """
+    hidden = _ACTIVATION_FUNCTIONS[activation]
+
+    def apply(params, x):
+        h = x
+        for layer in params[:-1]:
+            h = hidden(h @ layer["w"] + layer["b"])
+        out = h @ params[-1]["w"] + params[-1]["b"]
+        if output == "sigmoid":
+            p = jax.nn.sigmoid(out.reshape(-1)[0])
+            return jnp.stack([1.0 - p, p])
+        if output == "softmax":
+            return jax.nn.softmax(out)
+        return out.reshape(()) if out.shape == (1,) else out
+
+    return apply
+
+
+def load_network(path: str) -> list[dict[str, np.ndarray]]:
+    """Dense-network weights from ``.npz`` (arrays ``w0, b0, w1, b1, ...``, no pickle) or flax ``.msgpack``
+    (``{"w0": ..., "b0": ...}``, or Flax linen's ``{"params": {"Dense_0": {"kernel", "bias"}, ...}}``)."""
+    if path.endswith(".npz"):
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: np.asarray(data[name]) for name in data.files}
+    else:
+        from flax import serialization
+
+        with open(path, "rb") as stream:
+            tree = serialization.msgpack_restore(stream.read())
+        tree = tree.get("params", tree)
+        arrays = {}
+        for name, value in tree.items():
+            if isinstance(value, dict) and name.startswith("Dense_"):
+                index = name.split("_", 1)[1]
+                arrays[f"w{index}"], arrays[f"b{index}"] = np.asarray(value["kernel"]), np.asarray(value["bias"])
+            else:
+                arrays[name] = np.asarray(value)
+    layers, index = [], 0
+    while f"w{index}" in arrays:
+        if f"b{index}" not in arrays:
+            raise ValueError(f"{path}: w{index} has no bias b{index}")
+        layers.append({"w": arrays[f"w{index}"].astype(np.float32), "b": arrays[f"b{index}"].astype(np.float32)})
+        index += 1
+    if not layers:
+        raise ValueError(f"{path}: no dense layers found (expected arrays w0, b0, w1, b1, ... or flax Dense_i)")
+    for i, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
+        if a["w"].shape[1] != b["w"].shape[0]:
+            raise ValueError(f"{path}: layer {i} has {a['w'].shape[1]} outputs but layer {i + 1} takes "
+                             f"{b['w'].shape[0]} inputs")
+    return layers
+
+
+def _estimator(kind: str, task: str, options: dict, seed: int):
+    from sklearn import ensemble, linear_model, neural_network, svm, tree
+
+    classify = task != "regression"
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    if kind == "logistic_regression":
+        return linear_model.LogisticRegression(**{"max_iter": 2000, **options})
+    if kind == "linear_regression":
+        return linear_model.LinearRegression(**options)
+    if kind == "ridge":
+        return linear_model.Ridge(**options)
+    if kind == "mlp":
+        cls = neural_network.MLPClassifier if classify else neural_network.MLPRegressor
+        return cls(**{"hidden_layer_sizes": (16,), "max_iter": 500, "random_state": seed, **options})
+    if kind in ("svm_rbf", "svm_poly"):
+        kernel = {"kernel": kind.split("_")[1]}
+        if classify:
+            return svm.SVC(**{**kernel, "probability": True, "random_state": seed, **options})
+        return svm.SVR(**{**kernel, **options})
+    if kind == "decision_tree":
+        cls = tree.DecisionTreeClassifier if classify else tree.DecisionTreeRegressor
+        return cls(**{"max_depth": 5, "random_state": seed, **options})
+    if kind == "random_forest":
+        cls = ensemble.RandomForestClassifier if classify else ensemble.RandomForestRegressor
+        return cls(**{"n_estimators": 50, "max_depth": 6, "random_state": seed, **options})
+    cls = ensemble.GradientBoostingClassifier if classify else ensemble.GradientBoostingRegressor
+    return cls(**{"n_estimators": 50, "max_depth": 3, "random_state": seed, **options})
+
+
+def _dense_from_sklearn(estimator) -> tuple[list[dict[str, np.ndarray]], str, str] | None:
+    """θ of a logistic regression or an MLP as dense layers, for parameter_sensitive."""
+    name = type(estimator).__name__
+    if name == "LogisticRegression":
+        coef, intercept = np.asarray(estimator.coef_, np.float32), np.asarray(estimator.intercept_, np.float32)
+        output = "sigmoid" if coef.shape[0] == 1 else "softmax"
+        return [{"w": coef.T, "b": intercept}], "identity", output
+    if name in ("MLPClassifier", "MLPRegressor"):
+        layers = [{"w": np.asarray(w, np.float32), "b": np.asarray(b, np.float32)}
+                  for w, b in zip(estimator.coefs_, estimator.intercepts_)]
+        output = {"logistic": "sigmoid", "softmax": "softmax", "identity": "identity"}[estimator.out_activation_]
+        return layers, estimator.activation, output
+    return None
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def _cached(key: Any, make):
+    text = json.dumps(key, sort_keys=True, default=str)
+    if text not in _CACHE:
+        _CACHE[text] = make()
+    return _CACHE[text]
+
+
+# ------------------------------------------------------------------ data and models of one configuration
+
+
+class Prepared:
+    """Data, standardized splits, the fitted model(s), anchors and feature columns of one static configuration."""
+
+    def __init__(self, config: Config):
+        data = config.sections["data"]
+        self.config = config
+        self.dataset = _cached(("data", data["name"], data["options"]), lambda: _load(data))
+        self.train, self.test = _cached(("split", data), lambda: self.dataset.train_test_split(
+            seed=data["split_seed"], test_fraction=data["test_fraction"]))
+        self.z_train = self.dataset.standardize(self.train.x).astype(np.float32)
+        self.z_test = self.dataset.standardize(self.test.x).astype(np.float32)
+        self.task = self.dataset.task
+        self.num_features = self.z_train.shape[1]
+        self.num_classes = None if self.task == "regression" else len(self.dataset.class_names)
+        self.model = self._model("model")
+        self.compare = self._model("compare") if "compare" in config.sections else None
+
+    def _model(self, section: str) -> Model:
+        settings = self.config.sections[section]
+        data = self.config.sections["data"]
+        if settings.get("path"):
+            def make():
+                try:
+                    layers = load_network(settings["path"])
+                except (OSError, ValueError, KeyError) as error:
+                    raise ConfigError(f"[{section}] path: cannot load {settings['path']!r}: {error}") from None
+                if layers[0]["w"].shape[0] != self.num_features:
+                    raise ConfigError(f"[{section}] path: the network takes {layers[0]['w'].shape[0]} inputs but "
+                                      f"{data['name']} has {self.num_features} features")
+                apply = dense_apply(settings["activation"], settings["output"])
+                params = jax.tree.map(jnp.asarray, layers)
+                return Model(lambda x: apply(params, x), apply_fn=apply, params=params, name=settings["path"])
+
+            return _cached((section, "path", settings, os.path.getmtime(settings["path"])
+                            if os.path.exists(settings["path"]) else None), make)
+
+        def fit():
+            estimator = _estimator(settings["kind"], self.task, settings["options"], settings["seed"])
+            try:
+                estimator.fit(self.z_train, self.train.y)
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"[{section}] options: {settings['kind']} cannot be fitted with "
+                                  f"{settings['options']}: {error}") from None
+            imported = from_sklearn(estimator)
+            dense = _dense_from_sklearn(estimator)
+            apply_fn = params = None
+            if dense is not None:
+                layers, activation, output = dense
+                apply_fn, params = dense_apply(activation, output), jax.tree.map(jnp.asarray, layers)
+            model = Model(imported, differentiable=settings["kind"] not in TREE_KINDS, apply_fn=apply_fn,
+                          params=params, name=settings["kind"])
+            model.estimator = estimator
+            return model
+
+        try:
+            return _cached((section, settings, data), fit)
+        except TypeError as error:  # an unknown estimator option
+            raise ConfigError(f"[{section}] options: {error}") from None
+
+    def model_outputs(self, model: Model, z: np.ndarray) -> np.ndarray:
+        """Model outputs for rows of standardized inputs ``(n, d)``."""
+        return np.asarray(jax.jit(jax.vmap(model.fn))(jnp.asarray(z, jnp.float32)))
+
+
+def _load(data: dict):
+    try:
+        return datasets.load(data["name"], **data["options"])
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"[data] options: {error}") from None
+
+
+# ------------------------------------------------------------------ the probe of one cell
+
+
+def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], values: dict[str, Any]) -> SweepProblem:
+    """The probe, prior and constraints of one cell. ``values`` holds the cell's numeric probe parameters
+    (``"probe.alpha"``, ``"probe.target"``, ``"localize.weight"``, ``"localize.anchor"``), possibly traced."""
+    get = lambda dotted, default=None: values.get(dotted, settings.get(dotted.split(".")[0], {}).get(  # noqa: E731
+        dotted.split(".", 1)[1], default))
+    probe_settings = settings["probe"]
+    probe_type = probe_settings["type"]
+    model = prepared.model
+    regression = prepared.task == "regression"
+    loss = probe_settings["loss"]
+    if regression and loss == "cross_entropy":
+        loss = "squared" if probe_type == "fixed_label" else "similarity"
+
+    if probe_type == "prediction_risky":
+        alpha = get("probe.alpha")
+        binary = prepared.task == "binary"
+        output = (lambda x: model.fn(x)[1]) if binary else model.fn  # P(class 1) for a binary classifier
+        probe = probes.prediction_risky(lambda x: output(x) - alpha, alpha=0.0, r=probe_settings["r"])
+    elif probe_type == "model_contrast":
+        probe = probes.model_contrast(model.fn, prepared.compare.fn, loss=loss)
+    elif probe_type == "parameter_sensitive":
+        distribution = GaussianPerturbation(model.params, probe_settings["sigma"], probe_settings["num_draws"],
+                                            jax.random.key(settings["model"]["seed"]))
+        probe = probes.parameter_sensitive(model.apply_fn, distribution, loss=loss)
+    else:  # fixed_label
+        target = get("probe.target")
+        if regression:
+            probe = probes.fixed_label(lambda x: model.fn(x) - target, 0.0, loss="squared")
+        else:
+            # The target class may be traced: the loss is linear in the one-hot target, so it is the
+            # one-hot-weighted sum of the K per-class losses of ONE model evaluation.
+            def per_class(x):
+                output = model.fn(x)
+                losses = jnp.stack([probes.fixed_label(lambda _: output, k, loss=loss)(x)
+                                    for k in range(prepared.num_classes)])
+                return jnp.sum(jax.nn.one_hot(target, prepared.num_classes, dtype=losses.dtype) * losses)
+
+            probe = probes.Probe(per_class, f"fixed_label[{loss}]")
+
+    constraints = []
+    if "localize" in settings:
+        anchor = get("localize.anchor")
+        weight = get("localize.weight")
+        at_zero = probes.localize(np.zeros(prepared.num_features), r=settings["localize"]["r"])
+        anchors = jnp.asarray(prepared.z_test)
+        probe = probe + probes.Probe(lambda x: weight * at_zero(x - anchors[anchor]), "localize")
+        fixed_names = settings["constraints"]["fixed"]
+        if fixed_names:
+            columns = list(prepared.dataset.columns_of(*fixed_names))
+            constraints.append(constraints_module.Fixed(columns, prepared.z_test[int(anchor)][columns]))
+    if settings["constraints"]["bounds"] == "data":
+        low = prepared.dataset.standardize(prepared.dataset.x.min(axis=0)).astype(np.float64)
+        high = prepared.dataset.standardize(prepared.dataset.x.max(axis=0)).astype(np.float64)
+        fixed_columns = {int(c) for f in constraints for c in np.atleast_1d(f.indices)}
+        free = [c for c in range(prepared.num_features) if c not in fixed_columns and low[c] < high[c]]
+        constraints.append(constraints_module.Box(low[free], high[free], indices=free))
+    prior = None
+    if settings["prior"]["kind"] == "standard_normal":
+        prior = priors.DiagonalGaussian(np.zeros(prepared.num_features), np.ones(prepared.num_features))
+    return SweepProblem(probe, prior, constraints or None, prepared.num_features)
+
+
+def _check_values(prepared: Prepared, config: Config, grid: dict[str, list]) -> None:
+    """Range checks that need the data: class indices and anchor rows."""
+    values = lambda dotted: grid.get(dotted, [config.get(dotted)])  # noqa: E731
+    if config.get("probe.type") == "fixed_label" and prepared.num_classes is not None:
+        for target in values("probe.target"):
+            if not isinstance(target, int) or not 0 <= target < prepared.num_classes:
+                raise ConfigError(f"[probe] target: must be a class index in 0..{prepared.num_classes - 1} for "
+                                  f"{config.get('data.name')}, got {target!r}")
+    if "localize" in config.sections:
+        for anchor in values("localize.anchor"):
+            if anchor >= len(prepared.z_test):
+                raise ConfigError(f"[localize] anchor: must be a row of the test split, 0..{len(prepared.z_test) - 1}"
+                                  f", got {anchor}")
+    if config.get("probe.type") == "parameter_sensitive" and prepared.model.params is None:
+        raise ConfigError("[model]: parameter_sensitive needs a model with parameters θ (logistic_regression, mlp "
+                          "or a saved network)")
+
+
+# ------------------------------------------------------------------ sweep and run
+
+
+_STATIC_SECTIONS = ("data", "model", "compare", "probe", "localize", "constraints", "prior", "sampler")
+
+
+def _split_grid(config: Config) -> tuple[dict[str, list], list[str]]:
+    """The sweep grid with engine keys renamed for :func:`jaxprobe.sweep`, and its static axes."""
+    from jaxprobe.config import BATCHED_KEYS
+
+    static_names = set(config.sections.get("sweep", {}).get("static", []))
+    if config.sections["constraints"]["fixed"] and "localize.anchor" in config.grid:
+        static_names.add("localize.anchor")  # fixed features take the anchor's values: concrete
+    grid, static = {}, []
+    for dotted, values in config.grid.items():
+        name = ENGINE_KEYS.get(dotted, dotted)
+        grid[name] = values
+        if dotted in static_names or (dotted not in BATCHED_KEYS and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+            static.append(name)
+    return grid, static
+
+
+def sweep_config(config: Config, *, out: str | None = None, progress: bool = True, keep_samples: bool = False
+                 ) -> SweepResult:
+    """Run the sweep a configuration describes (``jaxprobe sweep``); results in ``out`` (default ``[output] dir``)."""
+    grid, static = _split_grid(config)
+    if not grid:
+        grid = {"temperature": [config.get("sampler.temperature")]}
+    engine_names = set(ENGINE_KEYS.values())
+    probe_axes = [name for name in grid if name not in engine_names]
+    # Fit every model and check every value before the first cell runs.
+    static_probe_axes = [name for name in probe_axes if name in static]
+    combos = {tuple((n, v) for n, v in zip(static_probe_axes, combo))
+              for combo in _product([grid[n] for n in static_probe_axes])}
+    for combo in combos:
+        cell_config = config.with_values(dict(combo))
+        _check_values(Prepared(cell_config), cell_config, config.grid)
+
+    def build_probe(**params):
+        static_values = {k: v for k, v in params.items() if k in static}
+        cell_config = config.with_values(static_values)
+        prepared = Prepared(cell_config)
+        traced = {k: v for k, v in params.items() if k not in static}
+        return build_problem(prepared, cell_config.sections, traced)
+
+    sampler = config.sections["sampler"]
+    options = {key: sampler[key] for key in ("num_chains", "num_samples", "num_warmup", "thin", "step_size_mode")}
+    return sweep(sampler["seed"], build_probe, grid, temperature=sampler["temperature"], sampler=sampler["name"],
+                 step_size=sampler["step_size"], static=static,
+                 cells_per_batch=config.sections.get("sweep", {}).get("cells_per_batch"),
+                 out=out or config.sections["output"]["dir"], progress=progress, keep_samples=keep_samples,
+                 **options)
+
+
+def _product(lists):
+    import itertools
+
+    return itertools.product(*lists)
+
+
+def run_config(config: Config, *, out: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Run the one probe a configuration describes (``jaxprobe run``).
+
+    Writes ``samples.npz`` (standardized units, the models' input space),
+    ``samples_original_units.npz`` (``x``: ``(chain, draw, d)`` in original units),
+    ``summary.json`` and, with ``[output] plots = true``, ``features.png``.
+    Returns the summary.
+    """
+    started = time.perf_counter()
+    out = out or config.sections["output"]["dir"]
+    prepared = Prepared(config)
+    _check_values(prepared, config, {})
+    sampler = config.sections["sampler"]
+    result = sweep(sampler["seed"], lambda: build_problem(prepared, config.sections, {}),
+                   {"temperature": [sampler["temperature"]]}, sampler=sampler["name"], step_size=sampler["step_size"],
+                   num_chains=sampler["num_chains"], num_samples=sampler["num_samples"],
+                   num_warmup=sampler["num_warmup"], thin=sampler["thin"], step_size_mode=sampler["step_size_mode"],
+                   progress=progress, seed=0)
+    row = result.rows[0]
+    if row["status"] != "ok":
+        raise RuntimeError(f"the run failed: {row['error']}")
+    samples = result.samples[0]
+    os.makedirs(out, exist_ok=True)
+    samples.save(os.path.join(out, "samples.npz"))
+    z = samples.positions
+    x = prepared.dataset.unstandardize(z.reshape(-1, z.shape[-1])).reshape(z.shape)
+    atomic_write(os.path.join(out, "samples_original_units.npz"),
+                 lambda stream: np.savez(stream, x=x, feature_names=np.asarray(prepared.dataset.feature_names)))
+    summary = _summary(prepared, config, samples, row, x)
+    summary["seconds"] = time.perf_counter() - started
+    atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
+                 binary=False)
+    if config.sections["output"]["plots"]:
+        from jaxprobe.plots.runs import plot_feature_distributions
+
+        anchor = None
+        if "localize" in config.sections:
+            anchor = prepared.test.x[config.get("localize.anchor")]
+        plot_feature_distributions(os.path.join(out, "features.png"), x.reshape(-1, x.shape[-1]), prepared.train.x,
+                                   prepared.dataset.feature_names, anchor=anchor,
+                                   title=f"{config.get('probe.type')} samples vs {config.get('data.name')} "
+                                         "training data (original units)")
+    return summary
+
+
+def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarray) -> dict[str, Any]:
+    draws = samples.positions.reshape(-1, samples.positions.shape[-1])
+    outputs = prepared.model_outputs(prepared.model, draws)
+    test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
+    probe_type = config.get("probe.type")
+    answer: dict[str, Any] = {}
+    if prepared.task == "regression":
+        residual = test_outputs - prepared.test.y
+        answer["model_test_r2"] = float(1 - np.mean(residual**2) / np.var(prepared.test.y))
+        answer["mean_model_output"] = float(np.mean(outputs))
+    else:
+        predicted = outputs.argmax(axis=-1)
+        answer["model_test_accuracy"] = float(np.mean(test_outputs.argmax(axis=-1) == prepared.test.y))
+        answer["predicted_class_fractions"] = {name: float(np.mean(predicted == k))
+                                               for k, name in enumerate(prepared.dataset.class_names)}
+        if probe_type == "fixed_label":
+            answer["fraction_with_target_prediction"] = float(np.mean(predicted == config.get("probe.target")))
+        if probe_type == "prediction_risky" and prepared.task == "binary":
+            answer["fraction_within_0.1_of_alpha"] = float(np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha"))
+                                                                   < 0.1))
+        if probe_type == "model_contrast":
+            other = prepared.model_outputs(prepared.compare, draws).argmax(axis=-1)
+            other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
+            answer["fraction_of_samples_where_models_disagree"] = float(np.mean(predicted != other))
+            answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
+    flat_x = x.reshape(-1, x.shape[-1])
+    return {
+        "config": config.path,
+        "data": config.get("data.name"),
+        "probe": probe_type,
+        "temperature": config.get("sampler.temperature"),
+        "sampler": samples.sampler,
+        "num_chains": samples.num_chains,
+        "num_samples_per_chain": samples.num_draws,
+        "acceptance_rate": row["acceptance_rate"],
+        "max_rhat": row["max_rhat"],
+        "min_ess_bulk": row["min_ess_bulk"],
+        "probe_value": {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")},
+        "answer": answer,
+        "features_original_units": {
+            name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
+                   "data_mean": float(prepared.train.x[:, i].mean())}
+            for i, name in enumerate(prepared.dataset.feature_names)},
+        "compile_seconds": row["compile_seconds"],
+    }

@@ -1,0 +1,185 @@
+"""The jaxprobe command: run / sweep / validate / bench, exit codes, saved networks, and every example
+config run end to end with small sizes (slow)."""
+
+import json
+import os
+import re
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxprobe
+from jaxprobe.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, find_benchmarks, main
+from jaxprobe.sweeps import read_table
+from jaxprobe.sweeps.from_config import dense_apply, load_network
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def test_validate_accepts_examples_and_names_the_broken_key(tmp_path, capsys):
+    assert main(["validate", os.path.join(EXAMPLES, "counterfactual.toml")]) == EXIT_OK
+    assert "valid (one run)" in capsys.readouterr().out
+    assert main(["validate", os.path.join(EXAMPLES, "sweep_temperature.toml")]) == EXIT_OK
+    assert "sweep of 48 cells" in capsys.readouterr().out
+    broken = tmp_path / "broken.toml"
+    text = open(os.path.join(EXAMPLES, "prediction_risky.toml")).read().replace("num_chains = 128",
+                                                                                  "num_chains = -4")
+    broken.write_text(text)
+    line = 1 + text.splitlines().index("num_chains = -4")
+    assert main(["run", str(broken)]) == EXIT_USAGE  # nothing runs
+    error = capsys.readouterr().err
+    assert f"broken.toml:{line}: [sampler] num_chains: must be an int >= 1, got -4" in error
+    assert main(["run", str(tmp_path / "missing.toml")]) == EXIT_USAGE
+    assert "no such file" in capsys.readouterr().err
+
+
+def _benchmark_tree(tmp_path):
+    bench = tmp_path / "benchmarks"
+    (bench / "results").mkdir(parents=True)
+    (bench / "fast.py").write_text(textwrap.dedent("""
+        import os, sys
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "results", "fast.md"), "w") as f:
+            f.write("| case | ratio |\\n|---|---:|\\n| fast | " + " ".join(sys.argv[1:]) + " |\\n")
+    """))
+    (bench / "broken.py").write_text("raise SystemExit(3)\n")
+    (bench / "results" / "broken.md").write_text("old table\n")
+    return tmp_path
+
+
+def test_bench_discovers_runs_and_prints_tables(tmp_path, capsys):
+    root = str(_benchmark_tree(tmp_path))
+    assert set(find_benchmarks(root)) == {"fast", "broken"}
+    assert main(["bench", "--root", root, "--list"]) == EXIT_OK
+    assert sorted(line.split("\t")[0] for line in capsys.readouterr().out.split("\n") if line) == ["broken", "fast"]
+    assert main(["bench", "fast", "--root", root, "--quiet", "--", "1.5x"]) == EXIT_OK
+    assert "| fast | 1.5x |" in capsys.readouterr().out
+    assert main(["bench", "--root", root, "--quiet"]) == EXIT_FAILED  # broken.py exits 3
+    assert main(["bench", "nope", "--root", root]) == EXIT_USAGE
+    assert main(["bench", "broken", "--root", root, "--show"]) == EXIT_OK
+    assert "old table" in capsys.readouterr().out
+
+
+def test_repository_benchmarks_are_found():
+    names = find_benchmarks(os.path.join(os.path.dirname(__file__), ".."))
+    assert {"throughput", "sweep"} <= set(names)
+
+
+def test_saved_network_matches_sklearn_predictions(tmp_path):
+    """An sklearn MLP saved as .npz and as flax msgpack, loaded back: the same probabilities (1e-5)."""
+    from flax import serialization
+    from sklearn.neural_network import MLPClassifier
+
+    ds = jaxprobe.datasets.breast_cancer()
+    z = ds.standardize(ds.x).astype(np.float32)
+    mlp = MLPClassifier(hidden_layer_sizes=(8,), activation="tanh", max_iter=300, random_state=0).fit(z, ds.y)
+    arrays = {}
+    for i, (w, b) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
+        arrays[f"w{i}"], arrays[f"b{i}"] = w.astype(np.float32), b.astype(np.float32)
+    np.savez(tmp_path / "mlp.npz", **arrays)
+    flax_tree = {"params": {f"Dense_{i}": {"kernel": arrays[f"w{i}"], "bias": arrays[f"b{i}"]} for i in range(2)}}
+    (tmp_path / "mlp.msgpack").write_bytes(serialization.msgpack_serialize(flax_tree))
+    apply = dense_apply("tanh", "sigmoid")
+    expected = mlp.predict_proba(z[:50])
+    for name in ("mlp.npz", "mlp.msgpack"):
+        layers = jax.tree.map(jnp.asarray, load_network(str(tmp_path / name)))
+        got = np.asarray(jax.vmap(lambda x: apply(layers, x))(jnp.asarray(z[:50])))
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.savez(tmp_path / "bad.npz", w0=arrays["w0"], b0=arrays["b0"], w1=arrays["w1"][:3], b1=arrays["b1"])
+    with pytest.raises(ValueError, match="layer 0 has 8 outputs but layer 1 takes 3 inputs"):
+        load_network(str(tmp_path / "bad.npz"))
+
+
+# ------------------------------------------------------------------ examples end to end (slow)
+
+
+def _small(name, tmp_path, chains=32, samples=150, warmup=150, extra=None):
+    text = open(os.path.join(EXAMPLES, name)).read()
+    text = re.sub(r"num_chains = \d+", f"num_chains = {chains}", text)
+    text = re.sub(r"num_samples = \d+", f"num_samples = {samples}", text)
+    text = re.sub(r"num_warmup = \d+", f"num_warmup = {warmup}", text)
+    for old, new in (extra or {}).items():
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_example_prediction_risky(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", _small("prediction_risky.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert sorted(p.name for p in out.iterdir()) == ["features.png", "samples.npz", "samples_original_units.npz",
+                                                     "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    # Samples sit at the decision boundary: most have |P(malignant) − ½| < 0.1, unlike the data.
+    assert summary["answer"]["fraction_within_0.1_of_alpha"] > 0.6
+    assert summary["answer"]["model_test_accuracy"] > 0.9
+    samples = jaxprobe.Samples.load(out / "samples.npz")
+    original = np.load(out / "samples_original_units.npz", allow_pickle=False)["x"]
+    ds = jaxprobe.datasets.breast_cancer()
+    np.testing.assert_allclose(original, ds.unstandardize(samples.positions), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_example_model_contrast(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", _small("model_contrast.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    answer = json.loads((out / "summary.json").read_text())["answer"]
+    # Fig. 2 setting: the two SVMs agree on the whole test set, yet a large share of the contrast samples are
+    # inputs where they disagree (0.42 measured with these small sizes; 32 chains only partly mix between
+    # the disagreement regions at τ = 0.01).
+    assert answer["test_set_disagreement_rate"] < 0.02
+    assert answer["fraction_of_samples_where_models_disagree"] > 0.2
+
+
+@pytest.mark.slow
+def test_example_parameter_sensitive(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", _small("parameter_sensitive.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    summary = json.loads((out / "summary.json").read_text())
+    ds = jaxprobe.datasets.default()
+    x = np.load(out / "samples_original_units.npz")["x"].reshape(-1, ds.x.shape[1])
+    # bounds = "data": every sample inside the observed range of every feature.
+    assert np.all(x >= ds.x.min(axis=0) - 1e-3) and np.all(x <= ds.x.max(axis=0) + 1e-3)
+    assert summary["acceptance_rate"] > 0.2
+
+
+@pytest.mark.slow
+def test_example_counterfactual(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", _small("counterfactual.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answer"]["fraction_with_target_prediction"] > 0.9
+    ds = jaxprobe.datasets.wage()
+    _, test = ds.train_test_split(seed=0, test_fraction=0.25)
+    x = np.load(out / "samples_original_units.npz")["x"].reshape(-1, ds.x.shape[1])
+    fixed = list(ds.columns_of("race", "maritl"))
+    np.testing.assert_allclose(x[:, fixed], np.broadcast_to(test.x[0, fixed], (len(x), len(fixed))), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_example_sweeps_and_resume(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    config = _small("sweep_temperature.toml", tmp_path, chains=8, samples=40, warmup=40)
+    assert main(["sweep", config, "--out", str(out), "--quiet"]) == EXIT_OK
+    rows = read_table(out / "results.csv")
+    assert len(rows) == 48 and all(r["status"] == "ok" for r in rows)
+    # The probe value grows with τ (samples spread away from the boundary as the temperature rises).
+    for alpha in (0.25, 0.5, 0.75):
+        means = [r["probe_mean"] for r in rows if r["probe.alpha"] == alpha and r["seed"] == 0]
+        assert means[-1] > 3 * means[0]
+    assert (out / "probe_mean.png").exists()
+    assert main(["sweep", config, "--out", str(out)]) == EXIT_OK  # everything is on disk: nothing to run
+    assert "48 cells (0 failed), 0 compiled program(s)" in capsys.readouterr().out
+
+    out = tmp_path / "counterfactuals"
+    config = _small("sweep_counterfactual.toml", tmp_path, chains=8, samples=40, warmup=40,
+                    extra={"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]": "[0, 1, 2, 3]"})
+    assert main(["sweep", config, "--out", str(out)]) == EXIT_OK
+    assert "32 cells (0 failed), 2 compiled program(s)" in capsys.readouterr().out  # one per model kind
+    rows = read_table(out / "results.csv")
+    assert {r["model.kind"] for r in rows} == {"logistic_regression", "mlp"}

@@ -1,0 +1,102 @@
+"""Configuration files: every example validates; every kind of mistake is named with its key, expected form
+and line, before anything runs."""
+
+import glob
+import os
+import textwrap
+
+import pytest
+
+from jaxprobe.config import ConfigError, load_config, parse_config
+
+EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples", "*.toml")))
+
+BASE = textwrap.dedent("""\
+    [data]
+    name = "breast_cancer"
+
+    [model]
+    kind = "logistic_regression"
+
+    [probe]
+    type = "prediction_risky"
+    alpha = 0.5
+
+    [sampler]
+    num_chains = 8
+    temperature = 0.1
+""")
+
+
+def test_every_probe_type_of_the_paper_has_an_example():
+    assert EXAMPLES, "no examples/*.toml"
+    types = set()
+    for path in EXAMPLES:
+        config = load_config(path, sweep="sweep_" in os.path.basename(path))
+        types.add(config.get("probe.type"))
+        if "localize" in config.sections:
+            types.add("localize")
+    assert types >= {"model_contrast", "prediction_risky", "parameter_sensitive", "fixed_label", "localize"}
+
+
+def test_defaults_are_filled_in():
+    config = parse_config(BASE)
+    assert config.get("sampler.name") == "mala" and config.get("sampler.num_samples") == 200
+    assert config.get("sampler.num_chains") == 8 and config.get("prior.kind") == "standard_normal"
+    assert config.get("constraints.bounds") == "none" and config.grid == {}
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        # unknown key, with its line (line 9 is "alpha = 0.5" in BASE; the typo replaces it)
+        (lambda t: t.replace("alpha = 0.5", "alpah = 0.5"), r"<config>:9: \[probe\] alpah: unknown key; expected one "
+                                                            r"of type, alpha"),
+        (lambda t: t + "\n[sampling]\nx = 1\n", r"<config>:15: \[sampling\]: unknown section"),
+        # wrong type
+        (lambda t: t.replace("num_chains = 8", 'num_chains = "8"'),
+         r"<config>:12: \[sampler\] num_chains: must be an int >= 1, got '8'"),
+        (lambda t: t.replace("alpha = 0.5", "alpha = true"), r"\[probe\] alpha: must be a number"),
+        # impossible values
+        (lambda t: t.replace("temperature = 0.1", "temperature = -1.0"), r":13: \[sampler\] temperature: must be "
+                                                                         r"a number > 0, got -1.0"),
+        (lambda t: t.replace("num_chains = 8", "num_chains = 0"), r"num_chains: must be an int >= 1, got 0"),
+        (lambda t: t.replace('kind = "logistic_regression"', 'kind = "transformer"'),
+         r"\[model\] kind: must be one of logistic_regression"),
+        # missing data set, missing pieces
+        (lambda t: t.replace('"breast_cancer"', '"mnist_full"'), r":2: \[data\] name: unknown data set 'mnist_full'; "
+                                                                  r"expected one of breast_cancer"),
+        (lambda t: t.replace("temperature = 0.1", ""), r"\[sampler\]: missing key 'temperature'"),
+        (lambda t: t.replace('type = "prediction_risky"', 'type = "model_contrast"'), r"needs a \[compare\] section"),
+        (lambda t: t.replace('type = "prediction_risky"', 'type = "fixed_label"'), r"fixed_label needs target"),
+        (lambda t: t + '\n[constraints]\nfixed = ["mean radius"]\n', r"add a \[localize\] section"),
+        (lambda t: t.replace('kind = "logistic_regression"', 'kind = "random_forest"'), r"piecewise constant"),
+        (lambda t: t.replace('kind = "logistic_regression"', 'path = "model.pkl"\noutput = "sigmoid"'),
+         r"\.npz or \.msgpack \(pickle files are never loaded\)"),
+        (lambda t: t.replace("[data]", "[data\n"), r"not valid TOML"),
+    ],
+)
+def test_mistakes_are_named_with_key_expected_form_and_line(edit, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_config(edit(BASE))
+
+
+def test_sweep_grid_is_validated():
+    grid = lambda body: BASE + "\n[sweep.grid]\n" + body  # noqa: E731
+    config = parse_config(grid('"sampler.temperature" = [0.1, 1.0]\n"probe.alpha" = [0.2, 0.8]\n'), sweep=True)
+    assert config.grid == {"sampler.temperature": [0.1, 1.0], "probe.alpha": [0.2, 0.8]}
+    with pytest.raises(ConfigError, match=r":16: \[sweep.grid\] sampler.temperature: value 1 must be a number > 0"):
+        parse_config(grid('"sampler.temperature" = [0.1, 0.0]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"\[sweep.grid\] probe.alfa: names no configurable key"):
+        parse_config(grid('"probe.alfa" = [0.1]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"must be a non-empty list"):
+        parse_config(grid('"probe.alpha" = 0.3\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"missing section \[sweep\]"):
+        parse_config(BASE, sweep=True)
+    with pytest.raises(ConfigError, match=r"`jaxprobe run` runs one probe"):
+        parse_config(grid('"probe.alpha" = [0.3]\n'))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "nope.toml")

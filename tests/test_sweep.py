@@ -1,0 +1,242 @@
+"""jaxprobe.sweep: one compilation for a numeric grid, known answers per cell, equality with generate,
+resume after an interruption, failing cells recorded, validation before compiling, several devices."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxprobe
+from jaxprobe.engine.samples import Samples
+from jaxprobe.probes import Probe, localize, prediction_risky
+from jaxprobe.sweeps import read_table
+
+ANCHORS = np.array([[0.0, 0.0], [1.0, -1.0], [2.0, 3.0], [-1.5, 0.5]], np.float32)
+TEMPERATURES = [0.25, 0.5, 1.0, 2.0]
+WEIGHTS = [0.5, 1.0, 2.0, 4.0]
+_LOCALIZE_AT_ZERO = localize(np.zeros(2))
+
+
+def weighted_localizer(weight, anchor):
+    """G(x) = w |x − a|² with a = ANCHORS[anchor]: exp(−G/τ) is N(a, τ/(2w) I)."""
+    anchor_point = jnp.asarray(ANCHORS)[anchor]
+    return Probe(lambda x: weight * _LOCALIZE_AT_ZERO(x - anchor_point), "weighted_localizer")
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory):
+    """A 64-cell grid (4 temperatures × 4 localizer weights × 4 anchor indices), run once."""
+    from conftest import _COUNTER
+
+    out = tmp_path_factory.mktemp("sweep64")
+    key = jax.random.key(11)
+    with _COUNTER as counter:
+        result = jaxprobe.sweep(key, weighted_localizer,
+                                {"temperature": TEMPERATURES, "weight": WEIGHTS, "anchor": [0, 1, 2, 3]},
+                                num_chains=16, num_samples=100, num_warmup=100, dim=2, out=out, progress=False)
+    return result, counter.count, out
+
+
+def test_64_cell_numeric_grid_compiles_once(grid_run):
+    result, compilations, _ = grid_run
+    assert len(result.rows) == 64
+    assert compilations == 1, f"{compilations} XLA compilations for a 64-cell numeric grid"
+    assert result.num_compilations == 1
+    assert all(row["status"] == "ok" for row in result.rows)
+
+
+def _z_scores(series, truth):
+    """(mean − truth) / (sd / √ESS) per cell and coordinate; series (B, C, N, K), ESS = BlackJAX bulk ESS
+    (the Monte-Carlo standard error of conftest.mc_check_mean, for all cells in one compiled call)."""
+    from blackjax import diagnostics
+
+    ess = np.asarray(jax.jit(jax.vmap(jax.vmap(diagnostics.ess_bulk, in_axes=2)))(series.astype(np.float32)))
+    assert ess.min() > 50, f"ESS too small for a meaningful check: {ess.min():.1f}"
+    flat = series.reshape(series.shape[0], -1, series.shape[-1])
+    return (flat.mean(axis=1) - truth) / (flat.std(axis=1) / np.sqrt(ess)), ess
+
+
+def test_every_cell_samples_its_own_gaussian(grid_run):
+    """Cell (τ, w, a) targets N(a, τ/(2w) I): per cell, means and variances within 4.5 MC standard errors
+    (ESS-based, as conftest.mc_check_mean / mc_check_second_moment), and E[G] = τ·d/2."""
+    result, _, _ = grid_run
+    positions = np.stack([s.positions for s in result.samples]).astype(np.float64)  # (64, C, N, 2)
+    assert positions.shape == (64, 16, 100, 2)
+    means = ANCHORS[[row["anchor"] for row in result.rows]]
+    variances = np.array([row["temperature"] / (2 * row["weight"]) for row in result.rows])
+    z_mean, _ = _z_scores(positions, means)
+    squared = (positions - means[:, None, None, :]) ** 2
+    z_variance, _ = _z_scores(squared, np.repeat(variances[:, None], 2, axis=1))
+    assert np.abs(z_mean).max() < 4.5, np.abs(z_mean).max()
+    assert np.abs(z_variance).max() < 4.5, np.abs(z_variance).max()
+    # G(x)/τ = w|x − a|²/τ is χ²₂/2 under the target: E[G] = τ.
+    ratio = np.array([row["probe_mean"] / row["temperature"] for row in result.rows])
+    assert np.abs(ratio - 1.0).max() < 0.25
+
+
+def test_table_and_samples_on_disk(grid_run):
+    result, _, out = grid_run
+    rows = read_table(os.path.join(out, "results.csv"))
+    assert len(rows) == 64
+    assert list(rows[0])[:5] == ["cell", "index", "temperature", "weight", "anchor"]
+    for row, expected in zip(rows, result.rows):
+        assert row["temperature"] == expected["temperature"] and row["anchor"] == expected["anchor"]
+        assert row["status"] == "ok" and 0.3 < row["acceptance_rate"] < 0.9
+        assert row["max_rhat"] < 1.1 and row["min_ess_bulk"] > 50
+        assert row["probe_q05"] <= row["probe_median"] <= row["probe_q95"]
+    first = Samples.load(os.path.join(out, rows[0]["samples"]))
+    np.testing.assert_array_equal(first.positions, result.samples[0].positions)
+    cell_ids = {row["cell"] for row in rows}
+    assert len(cell_ids) == 64
+    spec = json.loads((out / "sweep.json").read_text())
+    assert spec["axes"] == ["temperature", "weight", "anchor"] and len(spec["cells"]) == 64
+    if _has_pyarrow():
+        import pyarrow.parquet
+
+        assert pyarrow.parquet.read_table(out / "results.parquet").num_rows == 64
+
+
+def _has_pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_cell_equals_generate_with_the_same_key():
+    """A cell is generate(fold_in(key, seed), G_cell, ...): the same draws up to float32 rounding."""
+    model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0, 0.5]))  # noqa: E731
+    prior = jaxprobe.priors.DiagonalGaussian(np.zeros(3), np.ones(3))
+    key = jax.random.key(7)
+
+    def risky(alpha):  # prediction_risky with a traced α: ‖(f(x) − α) − 0‖²
+        return prediction_risky(lambda x: model(x) - alpha, alpha=0.0)
+
+    options = dict(temperature=0.05, num_chains=16, num_samples=10, num_warmup=5, step_size=0.05, prior=prior,
+                   progress=False)
+    result = jaxprobe.sweep(key, risky, {"alpha": [0.3, 0.7], "seed": [1, 2]}, **options)
+    for row, samples in list(zip(result.rows, result.samples))[3:]:  # one generate call (each compiles anew)
+        reference = jaxprobe.generate(jax.random.fold_in(key, row["seed"]), prediction_risky(model, row["alpha"]),
+                                      **options)
+        np.testing.assert_allclose(samples.positions, reference.positions, atol=2e-6)
+        np.testing.assert_allclose(samples.acceptance_rate, reference.acceptance_rate, atol=2e-6)
+
+
+def _shifted(kind, shift):
+    if kind == "broken":
+        raise ValueError("no probe of kind 'broken'")
+    # A shift above 1.5 makes G infinite everywhere: that cell cannot start and must be recorded as failed.
+    return Probe(lambda x: jnp.where(shift > 1.5, jnp.inf, _LOCALIZE_AT_ZERO(x - shift)))
+
+
+_FAILING_GRID = {"kind": ["ok", "broken"], "shift": [0.0, 1.0, 2.0]}
+_FAILING_OPTIONS = dict(temperature=1.0, num_chains=8, num_samples=40, num_warmup=40, dim=2, cells_per_batch=1,
+                        progress=False)
+
+
+def test_interrupted_sweep_resumes_and_failing_cells_are_recorded(tmp_path, monkeypatch, compile_counter):
+    complete = jaxprobe.sweep(3, _shifted, _FAILING_GRID, out=tmp_path / "complete", **_FAILING_OPTIONS)
+    status = [(row["kind"], row["shift"], row["status"]) for row in complete.rows]
+    assert status == [("ok", 0.0, "ok"), ("ok", 1.0, "ok"), ("ok", 2.0, "error"),
+                      ("broken", 0.0, "error"), ("broken", 1.0, "error"), ("broken", 2.0, "error")]
+    assert "not finite at the initial positions" in complete.rows[2]["error"]
+    assert "no probe of kind 'broken'" in complete.rows[3]["error"]
+    np.testing.assert_allclose(complete.load_samples(1).positions.mean(axis=(0, 1)), [1.0, 1.0], atol=0.3)
+
+    # Interrupt the same sweep while it writes its second cell.
+    out = tmp_path / "resumed"
+    original_save, calls = Samples.save, []
+
+    def interrupted_save(self, path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        original_save(self, path)
+
+    monkeypatch.setattr(Samples, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        jaxprobe.sweep(3, _shifted, _FAILING_GRID, out=out, **_FAILING_OPTIONS)
+    monkeypatch.setattr(Samples, "save", original_save)
+    finished = sorted(p.name for p in (out / "cells").iterdir())
+    assert len(finished) == 2 and not any(name.endswith(".partial") for name in finished)  # one cell: .npz + .json
+    first_written = (out / "cells" / finished[0]).stat().st_mtime_ns
+
+    with compile_counter as counter:  # the program is reused (same builder and shapes): nothing recompiles
+        resumed = jaxprobe.sweep(3, _shifted, _FAILING_GRID, out=out, **_FAILING_OPTIONS)
+    assert counter.count == 0
+    assert (out / "cells" / finished[0]).stat().st_mtime_ns == first_written  # the finished cell was skipped
+    for a, b in zip(complete.rows, resumed.rows):
+        assert (a["status"], a["error"], a["probe_mean"]) == (b["status"], b["error"], b["probe_mean"])
+    for a, b in zip(complete.samples, resumed.samples):
+        if a is not None:
+            np.testing.assert_array_equal(a.positions, b.positions)
+    table = read_table(out / "results.csv")
+    assert [row["status"] for row in table] == ["ok", "ok", "error", "error", "error", "error"]
+
+
+@pytest.mark.parametrize(
+    "grid, options, match",
+    [
+        ({"temperature": [1.0, -0.5]}, {}, r"grid cell 1 \(temperature=-0.5\).*> 0"),
+        ({"temperature": [1.0], "seed": [1.5]}, {}, "seed must be an int"),
+        ({"weight": [1.0]}, {}, "temperature is required"),
+        ({"temperature": [1.0]}, {"static": ["alpha"]}, "static names axes that are not in the grid"),
+        ({"temperature": []}, {}, r"grid\['temperature'\] is empty"),
+        ({"temperature": [1.0], "num_chains": [0]}, {}, "num_chains must be an int >= 1"),
+        ({"temperature": [1.0]}, {"sampler": "gibbs"}, "sampler must be one of"),
+    ],
+)
+def test_bad_grids_are_rejected_before_compiling(grid, options, match, compile_counter):
+    build = lambda **params: _LOCALIZE_AT_ZERO  # noqa: E731
+    with compile_counter as counter, pytest.raises((ValueError, TypeError), match=match):
+        jaxprobe.sweep(0, build, grid, num_chains=4, num_samples=5, num_warmup=5, dim=2, progress=False,
+                       **options)
+    assert counter.count == 0
+
+
+def test_probe_builder_that_needs_concrete_values_gets_a_clear_error(compile_counter):
+    def needs_float(alpha):
+        return prediction_risky(lambda x: x[0], alpha=alpha)  # validates alpha with NumPy
+
+    with compile_counter as counter, pytest.raises(ValueError, match=r"static=\[\.\.\.\]"):
+        jaxprobe.sweep(0, needs_float, {"alpha": [0.2, 0.4]}, temperature=1.0, num_chains=4, num_samples=5,
+                       num_warmup=5, dim=2, progress=False)
+    assert counter.count == 0
+
+
+@pytest.mark.slow
+def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
+    """Four simulated CPU devices: the chains axis is split over them; draws match the one-device run."""
+    script = textwrap.dedent("""
+        import os, sys
+        import numpy as np, jax, jax.numpy as jnp, jaxprobe
+        from jaxprobe.probes import Probe, localize
+        base = localize(np.zeros(2))
+        build = lambda weight: Probe(lambda x: weight * base(x))
+        result = jaxprobe.sweep(1, build, {"temperature": [0.5, 2.0], "weight": [1.0, 3.0]}, num_chains=32,
+                                num_samples=20, num_warmup=10, step_size=0.1, dim=2, progress=False)
+        np.save(sys.argv[1], np.stack([s.positions for s in result.samples]))
+        from jaxprobe.sweeps import core
+        sharding = next(iter(core._PROGRAM_CACHE.values()))[0].output_shardings["positions"]
+        print("devices", jax.device_count(), "positions split", sharding.num_devices, "ways along", getattr(sharding, "spec", None))
+    """)
+    outputs = {}
+    for count in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}", JAX_PLATFORMS="cpu")
+        path = tmp_path / f"{count}.npy"
+        completed = subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True,
+                                   text=True, timeout=300)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        assert f"devices {count}" in completed.stdout
+        if count == 4:  # (cells, chains, draws, d): the chains axis is split over the 4 devices
+            assert "positions split 4 ways along P(None, 'chains')" in completed.stdout, completed.stdout
+        outputs[count] = np.load(path)
+    np.testing.assert_allclose(outputs[4], outputs[1], atol=1e-5)
