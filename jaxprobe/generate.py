@@ -49,6 +49,7 @@ def generate(
     sampler: str = "mala",
     dim: int | None = None,
     num_warmup: int = 500,
+    report: str = "valid",
     **sample_options: Any,
 ) -> Samples:
     """Sample x ~ exp(−G(x)/τ)·prior(x) restricted by ``constraints`` (probing paper, Eq. 3).
@@ -76,12 +77,17 @@ def generate(
         A ``Box``, a ``Fixed`` or a list of them (:mod:`jaxprobe.constraints`).
     dim
         Number of features d when neither ``init`` nor a prior with a mean gives it.
+    report
+        ``"valid"`` (default): one-hot groups reported as the one-hot vector of
+        their largest entry and Integer features rounded
+        (:meth:`jaxprobe.constraints.Restriction.report`); ``"relaxed"``: the
+        points the sampler actually visited (simplex points, non-integers).
 
     Returns
     -------
     Samples
         ``positions`` ``(chain, draw, d)`` in data space, every constraint met
-        exactly; ``logdensity`` is that of the unconstrained z (it includes the
+        exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the unconstrained z (it includes the
         log-Jacobian).
     """
     rng_key = canonicalize_key(rng_key)
@@ -91,6 +97,8 @@ def generate(
         raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
     if prior is not None and not callable(prior):
         raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
+    if report not in ("valid", "relaxed"):
+        raise ValueError(f"report must be 'valid' or 'relaxed', got {report!r}")
     num_features = _dimension(init, dim, prior)
     restricted = restriction(constraints, num_features)
     key_init, key_sample = jax.random.split(rng_key)
@@ -110,6 +118,8 @@ def generate(
             try:
                 x0 = np.asarray(prior.sample(key_init, num_chains), np.float64)
                 x0[:, restricted.is_fixed] = restricted.fixed_values[restricted.is_fixed]
+                for columns in restricted.groups:  # start one-hot groups at the simplex's centre
+                    x0[:, columns] = 1.0 / columns.size
                 z0 = restricted.inverse(x0).astype(dtype)
             except (ValueError, TypeError):
                 z0 = None  # the prior's draws break a constraint: start from T(N(0, I)) instead
@@ -118,7 +128,7 @@ def generate(
 
     def logdensity(z):
         x = restricted.forward(z)
-        value = -probe(x) / tau + restricted.log_det_jacobian(z)
+        value = -probe(x) / tau + restricted.log_weight(z)
         if prior is not None:
             value = value + prior(x)
         return value
@@ -127,4 +137,6 @@ def generate(
                     **sample_options)
     to_data_space = jax.jit(jax.vmap(jax.vmap(restricted.forward)))
     positions = np.asarray(to_data_space(jnp.asarray(result.positions)))
+    if report == "valid" and restricted.is_relaxed:
+        positions = restricted.report(positions)
     return dataclasses.replace(result, positions=positions)
