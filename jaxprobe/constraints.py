@@ -246,6 +246,14 @@ class Restriction:
         return low, high
 
     @property
+    def key(self) -> tuple:
+        """Everything :meth:`forward` and :meth:`log_weight` depend on, hashable: two
+        restrictions with equal keys are the same bijection (compiled code is reused)."""
+        return (self.dim, self.low.tobytes(), self.high.tobytes(), self.is_fixed.tobytes(),
+                self.fixed_values.tobytes(), tuple(g.tobytes() for g in self.groups),
+                tuple(a.tobytes() for a in self._concentrations))
+
+    @property
     def is_identity(self) -> bool:
         return (self.num_free == self.dim and not self.groups
                 and not (np.any(self._has_low) or np.any(self._has_high)))

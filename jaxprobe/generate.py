@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from typing import Any, Callable
 
@@ -34,6 +35,45 @@ def _dimension(init: Any, dim: Any, prior: Any) -> int:
         return int(np.size(mean))
     raise ValueError("generate needs the number of features: pass init (num_chains, d), dim=d, "
                      "or a prior with a mean")
+
+
+class _RestrictedTarget:
+    """z ↦ −G(T(z))/τ + log|J_T(z)| (+ relaxation prior) + log prior(T(z)), hashable by what it computes.
+
+    Equal targets (same probe function, τ, prior and restriction) compare equal, so
+    the engine's compiled programs (cached on the log density) are reused when the
+    same question is asked again: only the first call compiles.
+    """
+
+    def __init__(self, probe_fn: Callable, tau: float, prior: Any, restricted: Any):
+        self.probe_fn, self.tau, self.prior, self.restricted = probe_fn, tau, prior, restricted
+        self._key = (id(probe_fn), tau, id(prior), restricted.key)
+
+    def __call__(self, z):
+        x = self.restricted.forward(z)
+        value = -self.probe_fn(x) / self.tau + self.restricted.log_weight(z)
+        if self.prior is not None:
+            value = value + self.prior(x)
+        return value
+
+    def with_zero_probe(self) -> "_RestrictedTarget":
+        return _RestrictedTarget(_zero_probe, 1.0, None, self.restricted)
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, _RestrictedTarget) and self._key == other._key and self.probe_fn is other.probe_fn
+                and self.prior is other.prior)
+
+
+def _zero_probe(x):
+    return jnp.zeros((), x.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("target",))
+def _to_data_space(positions: Any, target: _RestrictedTarget) -> Any:
+    return jax.vmap(jax.vmap(target.restricted.forward))(positions)
 
 
 def generate(
@@ -126,17 +166,10 @@ def generate(
         if z0 is None:
             z0 = np.asarray(jax.random.normal(key_init, (num_chains, restricted.num_free), dtype))
 
-    def logdensity(z):
-        x = restricted.forward(z)
-        value = -probe(x) / tau + restricted.log_weight(z)
-        if prior is not None:
-            value = value + prior(x)
-        return value
-
+    logdensity = _RestrictedTarget(probe.fn, tau, prior, restricted)
     result = sample(key_sample, logdensity, z0, sampler=sampler, num_samples=num_samples, num_warmup=num_warmup,
                     **sample_options)
-    to_data_space = jax.jit(jax.vmap(jax.vmap(restricted.forward)))
-    positions = np.asarray(to_data_space(jnp.asarray(result.positions)))
+    positions = np.asarray(_to_data_space(jnp.asarray(result.positions), logdensity.with_zero_probe()))
     if report == "valid" and restricted.is_relaxed:
         positions = restricted.report(positions)
     return dataclasses.replace(result, positions=positions)

@@ -107,17 +107,27 @@ def _rewarded_category_probability():
     return (weight * wins).sum() / weight.sum()
 
 
-def test_generate_flat_target_over_simplex_relaxations_is_exact():
+def test_generate_flat_target_over_simplex_relaxations_is_exact(compile_counter):
     """A zero probe on features 0..9: the relaxed groups are Dirichlet(α) (flat: uniform on the
     simplex), so reported categories of a flat group are uniform and the rounded uniform integer is
     uniform on 0..4. Features 10..12, an independent group with G = −s·x_11: the reported category
-    11 has the probability computed by quadrature (one compiled run checks both)."""
+    11 has the probability computed by quadrature (one compiled run checks both). Asking again with
+    the same probe compiles nothing and reports exactly the valid version of the relaxed draws."""
     constraints = CONSTRAINTS + [OneHot([10, 11, 12])]
-    result = jaxprobe.generate(3, lambda x: -S_OVER_TAU * x[11], temperature=1.0, num_chains=64, num_samples=400,
-                               num_warmup=300, dim=13, constraints=constraints, report="relaxed", progress=False)
+
+    def probe(x):
+        return -S_OVER_TAU * x[11]
+
+    options = dict(temperature=1.0, num_chains=64, num_samples=400, num_warmup=300, dim=13, constraints=constraints,
+                   progress=False)
+    result = jaxprobe.generate(3, probe, report="relaxed", **options)
     _check_flat_target(result)
     reported = restriction(constraints, 13).report(result.positions)
     mc_check_mean(reported[..., 11:12], np.array([_rewarded_category_probability()]))
+    with compile_counter as counter:
+        valid = jaxprobe.generate(3, probe, **options)
+    assert counter.count == 0
+    np.testing.assert_array_equal(valid.positions, reported)
 
 
 @pytest.mark.slow
