@@ -8,5 +8,6 @@ from jaxprobe.target import gibbs
 
 __version__ = "0.1.0"
 
-__all__ = ["sample", "generate", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets", "plots", "engine",
+__all__ = ["sample", "generate", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets", "plots",
+           "engine",
            "__version__"]

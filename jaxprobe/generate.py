@@ -63,8 +63,8 @@ class _RestrictedTarget:
         return hash(self._key)
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, _RestrictedTarget) and self._key == other._key and self.probe_fn is other.probe_fn
-                and self.prior is other.prior)
+        return (isinstance(other, _RestrictedTarget) and self._key == other._key
+                and self.probe_fn is other.probe_fn and self.prior is other.prior)
 
 
 def _zero_probe(x):
@@ -127,8 +127,8 @@ def generate(
     -------
     Samples
         ``positions`` ``(chain, draw, d)`` in data space, every constraint met
-        exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the unconstrained z (it includes the
-        log-Jacobian).
+        exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the
+        unconstrained z (it includes the log-Jacobian).
     """
     rng_key = canonicalize_key(rng_key)
     probe = as_probe(probe)
