@@ -91,8 +91,8 @@ class Integer:
     """Integer features, sampled continuously and reported rounded.
 
     For standardized columns give the standardization (``x_std = (x − mean)/scale``):
-    the value is rounded in original units, ``mean + scale·round((x_std·scale + mean − mean)/…)``,
-    i.e. ``(round(x_std·scale + mean) − mean)/scale``. Rounding stays inside the
+    the value is rounded in original units and reported as
+    ``(round(x_std·scale + mean) − mean)/scale``. Rounding stays inside the
     feature's bounds (the nearest integer inside them).
     """
 
