@@ -6,11 +6,31 @@ from exactly the restricted density (clipping a Langevin proposal instead, as
 the paper's code does, breaks detailed balance).
 
 - :class:`Fixed`: immutable features; only the free coordinates are sampled.
+  Fixing every column of a one-hot group to a one-hot vector makes that
+  categorical feature immutable.
 - :class:`Box`: per-feature bounds; ``x = low + (high − low)·sigmoid(z)`` for
   two finite bounds, ``low + softplus(z)`` / ``high − softplus(z)`` for one.
+- :class:`OneHot`: a categorical feature's one-hot group of K columns, relaxed
+  during sampling to the open probability simplex through the additive-logistic
+  (softmax with one logit pinned at 0) bijection of K − 1 free coordinates,
+  whose log-Jacobian is ``Σ_k log x_k``; a Dirichlet(``concentration``) relaxation
+  prior on the simplex (default 1: flat) can push the relaxed point towards the
+  vertices. Samples are *reported* as valid categories: the one-hot vector of
+  the largest entry (:meth:`Restriction.report`).
+- :class:`Integer`: integer features, sampled as continuous values and reported
+  rounded (in original units when the column is standardized).
 
-Combine by passing a list: ``[Box(low, high), Fixed([2, 5], [1.0, 0.0])]``;
+The relaxations are approximations, stated here once: while sampling, the model
+sees the relaxed input (a point inside the simplex, a non-integer value); the
+reported sample is its argmax / rounded version, whose probe value can differ
+from that of the relaxed point. The relaxed draw is exact for the relaxed target
+exp(−G(x)/τ)·prior(x)·Dirichlet(x_group); the reported draws are its image under
+argmax / rounding. A small ``concentration`` (< 1) and a low τ keep the two close;
+check the probe on the reported points when it matters (the examples do).
+
+Combine by passing a list: ``[Box(low, high), Fixed([2, 5], [1.0, 0.0]), OneHot([6, 7, 8])]``;
 several ``Box`` constraints intersect, a fixed value must lie inside its bounds.
+:func:`from_dataset` builds the list for a :class:`jaxprobe.datasets.Dataset`.
 """
 
 from __future__ import annotations
@@ -24,7 +44,12 @@ import numpy as np
 
 from jaxprobe.types import Array
 
-__all__ = ["Box", "Fixed", "Restriction", "restriction"]
+__all__ = ["Box", "Fixed", "OneHot", "Integer", "Restriction", "restriction", "from_dataset",
+           "ONE_HOT_INIT_SMOOTHING"]
+
+#: A one-hot row handed in as ``init`` lies on the simplex's boundary, where z is
+#: infinite: it is moved inside to ``(1 − ε)·x + ε/K`` with this ε.
+ONE_HOT_INIT_SMOOTHING = 0.1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,11 +73,49 @@ class Fixed:
     values: Any
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class OneHot:
+    """A categorical feature's one-hot group: ``columns`` (K >= 2), relaxed to the simplex.
+
+    ``concentration``: α > 0, a scalar or ``(K,)``; the relaxed point gets the
+    Dirichlet(α) density on the simplex (α = 1: flat; α < 1 favours the vertices,
+    i.e. relaxed inputs close to real one-hot vectors).
+    """
+
+    columns: Any
+    concentration: Any = 1.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Integer:
+    """Integer features, sampled continuously and reported rounded.
+
+    For standardized columns give the standardization (``x_std = (x − mean)/scale``):
+    the value is rounded in original units and reported as
+    ``(round(x_std·scale + mean) − mean)/scale``. Rounding stays inside the
+    feature's bounds (the nearest integer inside them).
+    """
+
+    indices: Any
+    mean: Any = 0.0
+    scale: Any = 1.0
+
+
+_KNOWN = (Box, Fixed, OneHot, Integer)
+_KNOWN_NAMES = "a jaxprobe.constraints.Box, Fixed, OneHot or Integer"
+
+
 class Restriction:
     """The bijection z ↦ x for a list of constraints on d features.
 
-    Attributes: ``dim`` (d), ``free_indices`` (the sampled features),
-    ``num_free`` (dimension of z), ``low`` / ``high`` per feature.
+    Layout of z: first the free elementwise features (``free_indices``, each
+    through its Box transform or the identity), then K − 1 coordinates for each
+    free one-hot group (``groups``), in the order given.
+
+    Attributes: ``dim`` (d), ``free_indices`` (sampled features outside one-hot
+    groups), ``groups`` (column arrays of the sampled one-hot groups),
+    ``num_free`` (dimension of z), ``low`` / ``high`` per feature,
+    ``integer_indices`` (features reported rounded).
     """
 
     def __init__(self, constraints: Sequence[Any], dim: int):
@@ -60,6 +123,13 @@ class Restriction:
         low = np.full(self.dim, -np.inf)
         high = np.full(self.dim, np.inf)
         fixed_values = np.full(self.dim, np.nan)
+        group_of = np.full(self.dim, -1)
+        all_groups: list[np.ndarray] = []
+        concentrations: list[np.ndarray] = []
+        integer_mean = np.zeros(self.dim)
+        integer_scale = np.ones(self.dim)
+        is_integer = np.zeros(self.dim, bool)
+        boxed = np.zeros(self.dim, bool)
         for number, constraint in enumerate(constraints):
             where = f"constraints[{number}]"
             if isinstance(constraint, Box):
@@ -70,6 +140,7 @@ class Restriction:
                     raise ValueError(f"{where}: Box bounds must not be NaN")
                 low[indices] = np.maximum(low[indices], box_low)
                 high[indices] = np.minimum(high[indices], box_high)
+                boxed[indices] |= np.isfinite(box_low) | np.isfinite(box_high)
             elif isinstance(constraint, Fixed):
                 indices = self._indices(constraint.indices, where)
                 values = np.broadcast_to(np.asarray(constraint.values, np.float64), indices.shape)
@@ -81,8 +152,37 @@ class Restriction:
                 if np.any(clash):
                     raise ValueError(f"{where}: features {indices[clash].tolist()} are fixed to two different values")
                 fixed_values[indices] = values
+            elif isinstance(constraint, OneHot):
+                columns = self._indices(constraint.columns, where)
+                if columns.size < 2 or len(set(columns.tolist())) != columns.size:
+                    raise ValueError(f"{where}: OneHot columns must be >= 2 distinct indices, got {columns.tolist()}")
+                if np.any(group_of[columns] >= 0):
+                    raise ValueError(f"{where}: columns {columns[group_of[columns] >= 0].tolist()} "
+                                     "already belong to another OneHot group")
+                alpha = np.broadcast_to(np.asarray(constraint.concentration, np.float64), columns.shape)
+                if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
+                    raise ValueError(f"{where}: OneHot concentration must be finite and > 0, "
+                                     f"got {constraint.concentration!r}")
+                group_of[columns] = len(all_groups)
+                all_groups.append(columns)
+                concentrations.append(np.array(alpha))
+            elif isinstance(constraint, Integer):
+                indices = self._indices(constraint.indices, where)
+                mean = np.broadcast_to(np.asarray(constraint.mean, np.float64), indices.shape)
+                scale = np.broadcast_to(np.asarray(constraint.scale, np.float64), indices.shape)
+                if not np.all(np.isfinite(mean)) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+                    raise ValueError(f"{where}: Integer mean must be finite and scale finite and > 0")
+                is_integer[indices] = True
+                integer_mean[indices] = mean
+                integer_scale[indices] = scale
             else:
-                raise TypeError(f"{where} must be a jaxprobe.constraints.Box or Fixed, got {type(constraint).__name__}")
+                raise TypeError(f"{where} must be {_KNOWN_NAMES}, got {type(constraint).__name__}")
+        in_group = group_of >= 0
+        if np.any(in_group & boxed):
+            raise ValueError(f"features {np.nonzero(in_group & boxed)[0].tolist()} are in a OneHot group and "
+                             "have Box bounds: a group is bounded by its simplex already")
+        if np.any(in_group & is_integer):
+            raise ValueError(f"features {np.nonzero(in_group & is_integer)[0].tolist()} are both OneHot and Integer")
         if np.any(low >= high):
             bad = np.nonzero(low >= high)[0]
             raise ValueError(f"bounds are empty (low >= high) for features {bad.tolist()}")
@@ -90,11 +190,26 @@ class Restriction:
         outside = is_fixed & ((fixed_values < low) | (fixed_values > high))
         if np.any(outside):
             raise ValueError(f"fixed values lie outside their bounds for features {np.nonzero(outside)[0].tolist()}")
+        self.groups: list[np.ndarray] = []
+        self._concentrations: list[np.ndarray] = []
+        for columns, alpha in zip(all_groups, concentrations):
+            fixed_here = is_fixed[columns]
+            if np.any(fixed_here) and not np.all(fixed_here):
+                raise ValueError(f"Fixed covers only part of the OneHot group {columns.tolist()}: "
+                                 "fix all of its columns (to a one-hot vector) or none")
+            if np.all(fixed_here):
+                values = fixed_values[columns]
+                if not (np.all((values == 0) | (values == 1)) and values.sum() == 1):
+                    raise ValueError(f"the OneHot group {columns.tolist()} is fixed to {values.tolist()}, "
+                                     "which is not a one-hot vector")
+            else:
+                self.groups.append(columns)
+                self._concentrations.append(alpha)
         self.low, self.high = low, high
         self.fixed_values = np.where(is_fixed, fixed_values, 0.0)
         self.is_fixed = is_fixed
-        self.free_indices = np.nonzero(~is_fixed)[0]
-        self.num_free = int(self.free_indices.size)
+        self.free_indices = np.nonzero(~is_fixed & ~in_group)[0]
+        self.num_free = int(self.free_indices.size + sum(g.size - 1 for g in self.groups))
         if self.num_free == 0:
             raise ValueError("every feature is fixed: nothing to sample")
         free_low, free_high = low[self.free_indices], high[self.free_indices]
@@ -102,6 +217,15 @@ class Restriction:
         # Safe stand-ins where a bound is absent, so no branch computes inf − inf (NaN gradients).
         self._low = np.where(self._has_low, free_low, 0.0)
         self._high = np.where(self._has_high, free_high, 1.0)
+        self.integer_indices = np.nonzero(is_integer & ~is_fixed)[0]
+        self._integer_mean = integer_mean[self.integer_indices]
+        self._integer_scale = integer_scale[self.integer_indices]
+        if self.integer_indices.size:
+            lo, hi = self._integer_range()
+            empty = lo > hi
+            if np.any(empty):
+                raise ValueError(f"Integer features {self.integer_indices[empty].tolist()} have no integer value "
+                                 "inside their bounds")
 
     def _indices(self, indices: Any, where: str) -> np.ndarray:
         if indices is None:
@@ -113,12 +237,34 @@ class Restriction:
             raise ValueError(f"{where}: indices {array.tolist()} out of range for {self.dim} features")
         return array
 
+    def _integer_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Smallest and largest integer (original units) inside each Integer feature's bounds."""
+        index = self.integer_indices
+        with np.errstate(invalid="ignore"):
+            low = np.ceil(self.low[index] * self._integer_scale + self._integer_mean - 1e-9)
+            high = np.floor(self.high[index] * self._integer_scale + self._integer_mean + 1e-9)
+        return low, high
+
+    @property
+    def key(self) -> tuple:
+        """Everything :meth:`forward` and :meth:`log_weight` depend on, hashable: two
+        restrictions with equal keys are the same bijection (compiled code is reused)."""
+        return (self.dim, self.low.tobytes(), self.high.tobytes(), self.is_fixed.tobytes(),
+                self.fixed_values.tobytes(), tuple(g.tobytes() for g in self.groups),
+                tuple(a.tobytes() for a in self._concentrations))
+
     @property
     def is_identity(self) -> bool:
-        return self.num_free == self.dim and not (np.any(self._has_low) or np.any(self._has_high))
+        return (self.num_free == self.dim and not self.groups
+                and not (np.any(self._has_low) or np.any(self._has_high)))
+
+    @property
+    def is_relaxed(self) -> bool:
+        """Whether :meth:`report` changes anything (one-hot groups or integer features)."""
+        return bool(self.groups) or bool(self.integer_indices.size)
 
     def _free_forward(self, z: Array) -> tuple[Array, Array]:
-        """Free coordinates and the log-Jacobian terms, elementwise."""
+        """Free elementwise coordinates and their log-Jacobian terms."""
         dtype = z.dtype
         low, high = self._low.astype(dtype), self._high.astype(dtype)
         both = self._has_low & self._has_high
@@ -132,21 +278,71 @@ class Restriction:
         log_jacobian = jnp.where(both, log_two_sided, jnp.where(only_low | only_high, log_one_sided, 0.0))
         return x, log_jacobian
 
+    def _group_log_probabilities(self, z: Array) -> list[Array]:
+        """log x of each free one-hot group: log softmax of (z_g, 0)."""
+        out, start = [], self.free_indices.size
+        for columns in self.groups:
+            width = columns.size - 1
+            logits = jnp.concatenate([z[start:start + width], jnp.zeros((1,), z.dtype)])
+            out.append(jax.nn.log_softmax(logits))
+            start += width
+        return out
+
     def forward(self, z: Array) -> Array:
-        """Unconstrained ``z`` ``(num_free,)`` → data-space ``x`` ``(dim,)``."""
-        free, _ = self._free_forward(z)
-        x = jnp.asarray(self.fixed_values, z.dtype)
-        return x.at[self.free_indices].set(free)
+        """Unconstrained ``z`` ``(num_free,)`` → data-space ``x`` ``(dim,)`` (groups relaxed)."""
+        if z.shape != (self.num_free,):
+            raise ValueError(f"z must have shape ({self.num_free},), got {z.shape}")
+        free, _ = self._free_forward(z[:self.free_indices.size])
+        x = jnp.asarray(self.fixed_values, z.dtype).at[self.free_indices].set(free)
+        for columns, log_p in zip(self.groups, self._group_log_probabilities(z)):
+            x = x.at[columns].set(jnp.exp(log_p))
+        return x
 
     def log_det_jacobian(self, z: Array) -> Array:
-        """log|det ∂x_free/∂z| (a diagonal Jacobian), scalar."""
-        return jnp.sum(self._free_forward(z)[1])
+        """log|det ∂x_free/∂z|, scalar: diagonal terms plus ``Σ_k log x_k`` per one-hot group.
+
+        (For the additive-logistic map to the first K − 1 simplex coordinates,
+        det(diag(p) − p pᵀ) = Π_{k<K} p_k · (1 − Σ_{k<K} p_k) = Π_k p_k.)
+        """
+        value = jnp.sum(self._free_forward(z[:self.free_indices.size])[1])
+        for log_p in self._group_log_probabilities(z):
+            value = value + jnp.sum(log_p)
+        return value
+
+    def log_weight(self, z: Array) -> Array:
+        """What the target adds in z-space: the log-Jacobian plus each group's
+        Dirichlet relaxation prior ``Σ_k (α_k − 1) log x_k`` (together ``Σ_k α_k log x_k``)."""
+        value = jnp.sum(self._free_forward(z[:self.free_indices.size])[1])
+        for log_p, alpha in zip(self._group_log_probabilities(z), self._concentrations):
+            value = value + jnp.sum(alpha.astype(z.dtype) * log_p)
+        return value
+
+    def report(self, x: Any) -> np.ndarray:
+        """Relaxed points ``(..., dim)`` → valid ones (NumPy): each free one-hot group
+        becomes the one-hot vector of its largest entry (a tie goes to the first),
+        each Integer feature the nearest integer (original units) inside its bounds."""
+        x = np.array(x, copy=True)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"expected points with {self.dim} features, got shape {x.shape}")
+        for columns in self.groups:
+            winner = np.argmax(x[..., columns], axis=-1)
+            x[..., columns] = (winner[..., None] == np.arange(columns.size)).astype(x.dtype)
+        if self.integer_indices.size:
+            index = self.integer_indices
+            original = x[..., index].astype(np.float64) * self._integer_scale + self._integer_mean
+            low, high = self._integer_range()
+            rounded = np.clip(np.round(original), low, high)
+            x[..., index] = ((rounded - self._integer_mean) / self._integer_scale).astype(x.dtype)
+        return x
 
     def inverse(self, x: np.ndarray) -> np.ndarray:
         """Data-space points ``(..., dim)`` → ``z`` ``(..., num_free)`` (NumPy; for initial positions).
 
         Raises ``ValueError`` if a point breaks a constraint: fixed features must
-        equal their values and bounded ones lie strictly inside their bounds.
+        equal their values, bounded ones lie strictly inside their bounds, and each
+        one-hot group be a probability vector (entries >= 0 summing to 1). Rows of
+        a group with an entry below 1e-6 (a real one-hot vector) are moved inside the
+        simplex first: ``(1 − ε)·x + ε/K``, ε = :data:`ONE_HOT_INIT_SMOOTHING`.
         """
         x = np.asarray(x, np.float64)
         if x.shape[-1] != self.dim:
@@ -169,15 +365,77 @@ class Restriction:
             z = np.where(both, two_sided,
                          np.where(self._has_low, inverse_softplus(from_low),
                                   np.where(self._has_high, inverse_softplus(from_high), free)))
-        return z
+        parts = [z]
+        for columns in self.groups:
+            p = x[..., columns]
+            if np.any(p < 0) or not np.allclose(p.sum(axis=-1), 1.0, rtol=0, atol=1e-4):
+                raise ValueError(f"init: the OneHot group {columns.tolist()} must hold probability vectors "
+                                 "(entries >= 0 summing to 1)")
+            on_edge = np.min(p, axis=-1, keepdims=True) < 1e-6
+            eps = ONE_HOT_INIT_SMOOTHING
+            p = np.where(on_edge, (1 - eps) * p + eps / columns.size, p)
+            parts.append(np.log(p[..., :-1]) - np.log(p[..., -1:]))
+        return np.concatenate(parts, axis=-1)
 
 
 def restriction(constraints: Any, dim: int) -> Restriction:
     """A :class:`Restriction` from ``None``, one constraint, or a list of them."""
     if constraints is None:
         constraints = []
-    elif isinstance(constraints, (Box, Fixed)):
+    elif isinstance(constraints, _KNOWN):
         constraints = [constraints]
     elif not isinstance(constraints, (list, tuple)):
-        raise TypeError(f"constraints must be a Box, a Fixed or a list of them, got {type(constraints).__name__}")
+        raise TypeError(f"constraints must be {_KNOWN_NAMES} or a list of them, got {type(constraints).__name__}")
     return Restriction(constraints, dim)
+
+
+def from_dataset(dataset: Any, *, standardized: bool = True, immutable: Sequence[str] = (), anchor: Any = None,
+                 bounds: str = "range", concentration: Any = 1.0) -> list[Any]:
+    """The constraints a :class:`jaxprobe.datasets.Dataset` implies, as a list for ``generate``.
+
+    - each categorical feature: a :class:`OneHot` group (``concentration`` as there);
+    - each integer feature: :class:`Integer` (rounded in original units);
+    - ``bounds="range"``: each numeric feature inside its observed ``(min, max)``,
+      widened by half a unit for integer features (so rounding can reach both
+      ends) and by 0.1 % of the range for continuous ones (the bijection maps onto
+      the open box, and an anchor may sit at an end); ``bounds=None``: no bounds;
+    - ``immutable``: names of features held at their value in ``anchor`` ``(d,)``
+      (a categorical one fixes its whole one-hot group: an immutable category).
+
+    ``standardized``: the model's inputs are ``dataset.standardize(x)`` (bounds,
+    fixed values and rounding are converted); otherwise original units.
+    """
+    if bounds not in ("range", None):
+        raise ValueError(f"bounds must be 'range' or None, got {bounds!r}")
+    mean = dataset.mean if standardized else np.zeros_like(dataset.mean)
+    scale = dataset.scale if standardized else np.ones_like(dataset.scale)
+    if isinstance(immutable, str):
+        immutable = (immutable,)
+    names = [f.name for f in dataset.features]
+    unknown = [name for name in immutable if name not in names]
+    if unknown:
+        raise ValueError(f"immutable: no features {unknown} in {dataset.name!r}; features are {names}")
+    if immutable and anchor is None:
+        raise ValueError("immutable features need anchor: the (d,) point whose values they keep")
+    if anchor is not None:
+        anchor = np.asarray(anchor, np.float64)
+        if anchor.shape != (dataset.x.shape[1],):
+            raise ValueError(f"anchor must have shape ({dataset.x.shape[1]},), got {anchor.shape}")
+    result: list[Any] = []
+    for feature in dataset.features:
+        columns = np.asarray(feature.columns)
+        if feature.is_categorical:
+            result.append(OneHot(columns, concentration))
+        else:
+            column = columns[0]
+            if bounds == "range":
+                low, high = feature.range
+                margin = 0.5 if feature.kind == "integer" else 1e-3 * (high - low)
+                low, high = low - margin, high + margin
+                result.append(Box([(low - mean[column]) / scale[column]], [(high - mean[column]) / scale[column]],
+                                  indices=columns))
+            if feature.kind == "integer":
+                result.append(Integer(columns, mean[column], scale[column]))
+        if feature.name in immutable:
+            result.append(Fixed(columns, anchor[columns]))
+    return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from typing import Any, Callable
 
@@ -36,6 +37,45 @@ def _dimension(init: Any, dim: Any, prior: Any) -> int:
                      "or a prior with a mean")
 
 
+class _RestrictedTarget:
+    """z ↦ −G(T(z))/τ + log|J_T(z)| (+ relaxation prior) + log prior(T(z)), hashable by what it computes.
+
+    Equal targets (same probe function, τ, prior and restriction) compare equal, so
+    the engine's compiled programs (cached on the log density) are reused when the
+    same question is asked again: only the first call compiles.
+    """
+
+    def __init__(self, probe_fn: Callable, tau: float, prior: Any, restricted: Any):
+        self.probe_fn, self.tau, self.prior, self.restricted = probe_fn, tau, prior, restricted
+        self._key = (id(probe_fn), tau, id(prior), restricted.key)
+
+    def __call__(self, z):
+        x = self.restricted.forward(z)
+        value = -self.probe_fn(x) / self.tau + self.restricted.log_weight(z)
+        if self.prior is not None:
+            value = value + self.prior(x)
+        return value
+
+    def with_zero_probe(self) -> "_RestrictedTarget":
+        return _RestrictedTarget(_zero_probe, 1.0, None, self.restricted)
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, _RestrictedTarget) and self._key == other._key
+                and self.probe_fn is other.probe_fn and self.prior is other.prior)
+
+
+def _zero_probe(x):
+    return jnp.zeros((), x.dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("target",))
+def _to_data_space(positions: Any, target: _RestrictedTarget) -> Any:
+    return jax.vmap(jax.vmap(target.restricted.forward))(positions)
+
+
 def generate(
     rng_key: Any,
     probe: Callable,
@@ -49,6 +89,7 @@ def generate(
     sampler: str = "mala",
     dim: int | None = None,
     num_warmup: int = 500,
+    report: str = "valid",
     **sample_options: Any,
 ) -> Samples:
     """Sample x ~ exp(−G(x)/τ)·prior(x) restricted by ``constraints`` (probing paper, Eq. 3).
@@ -76,13 +117,18 @@ def generate(
         A ``Box``, a ``Fixed`` or a list of them (:mod:`jaxprobe.constraints`).
     dim
         Number of features d when neither ``init`` nor a prior with a mean gives it.
+    report
+        ``"valid"`` (default): one-hot groups reported as the one-hot vector of
+        their largest entry and Integer features rounded
+        (:meth:`jaxprobe.constraints.Restriction.report`); ``"relaxed"``: the
+        points the sampler actually visited (simplex points, non-integers).
 
     Returns
     -------
     Samples
         ``positions`` ``(chain, draw, d)`` in data space, every constraint met
-        exactly; ``logdensity`` is that of the unconstrained z (it includes the
-        log-Jacobian).
+        exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the
+        unconstrained z (it includes the log-Jacobian).
     """
     rng_key = canonicalize_key(rng_key)
     probe = as_probe(probe)
@@ -91,6 +137,8 @@ def generate(
         raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
     if prior is not None and not callable(prior):
         raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
+    if report not in ("valid", "relaxed"):
+        raise ValueError(f"report must be 'valid' or 'relaxed', got {report!r}")
     num_features = _dimension(init, dim, prior)
     restricted = restriction(constraints, num_features)
     key_init, key_sample = jax.random.split(rng_key)
@@ -110,21 +158,18 @@ def generate(
             try:
                 x0 = np.asarray(prior.sample(key_init, num_chains), np.float64)
                 x0[:, restricted.is_fixed] = restricted.fixed_values[restricted.is_fixed]
+                for columns in restricted.groups:  # start one-hot groups at the simplex's centre
+                    x0[:, columns] = 1.0 / columns.size
                 z0 = restricted.inverse(x0).astype(dtype)
             except (ValueError, TypeError):
                 z0 = None  # the prior's draws break a constraint: start from T(N(0, I)) instead
         if z0 is None:
             z0 = np.asarray(jax.random.normal(key_init, (num_chains, restricted.num_free), dtype))
 
-    def logdensity(z):
-        x = restricted.forward(z)
-        value = -probe(x) / tau + restricted.log_det_jacobian(z)
-        if prior is not None:
-            value = value + prior(x)
-        return value
-
+    logdensity = _RestrictedTarget(probe.fn, tau, prior, restricted)
     result = sample(key_sample, logdensity, z0, sampler=sampler, num_samples=num_samples, num_warmup=num_warmup,
                     **sample_options)
-    to_data_space = jax.jit(jax.vmap(jax.vmap(restricted.forward)))
-    positions = np.asarray(to_data_space(jnp.asarray(result.positions)))
+    positions = np.asarray(_to_data_space(jnp.asarray(result.positions), logdensity.with_zero_probe()))
+    if report == "valid" and restricted.is_relaxed:
+        positions = restricted.report(positions)
     return dataclasses.replace(result, positions=positions)

@@ -104,8 +104,6 @@ def test_unsupported_and_unfitted_estimators_are_refused():
     with pytest.raises(TypeError, match="is not fitted"):
         from_sklearn(linear_model.LogisticRegression())
     x, y = MULTICLASS[0], MULTICLASS[2]
-    with pytest.raises(ValueError, match="binary SVC only"):
-        from_sklearn(svm.SVC().fit(x, y))
     from sklearn.neighbors import KNeighborsClassifier
 
     with pytest.raises(TypeError, match="does not support KNeighborsClassifier"):

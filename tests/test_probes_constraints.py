@@ -150,7 +150,7 @@ def test_fixed_and_box_combine():
         ([Fixed([0], [1.0]), Fixed([0], [2.0])], ValueError, "fixed to two different values"),
         ([Fixed([5], [1.0])], ValueError, "out of range for 3 features"),
         ([Fixed([0, 1, 2], [1.0, 1.0, 1.0])], ValueError, "nothing to sample"),
-        (["box"], TypeError, "must be a jaxprobe.constraints.Box or Fixed"),
+        (["box"], TypeError, "must be a jaxprobe.constraints.Box, Fixed, OneHot or Integer"),
     ],
 )
 def test_bad_constraints(constraints, error, match):

@@ -8,8 +8,10 @@ probabilities; regressors give ``predict``'s value (a scalar). The fitted arrays
 are copied once into JAX constants; no host callback runs at call time.
 
 Supported: LinearRegression, Ridge, LogisticRegression (binary, multinomial, and
-liblinear's one-vs-rest), binary SVC and SVR with linear / rbf / poly / sigmoid
-kernels (SVC with ``probability=True`` gives its Platt-scaled probabilities),
+liblinear's one-vs-rest), SVC (binary and multi-class one-vs-one) and SVR with linear / rbf / poly /
+sigmoid kernels (SVC with ``probability=True`` gives its Platt-scaled
+probabilities, coupled pairwise as libsvm does; without it, its decision
+function: a scalar for two classes, else in its ``decision_function_shape``),
 MLPClassifier and MLPRegressor; tree ensembles through
 :mod:`jaxprobe.models.trees` (piecewise constant: use them as the comparison model
 ŷ or with a gradient-free sampler).
@@ -145,14 +147,62 @@ def _libsvm_two_class_coupling(r: Array) -> Array:
     return p
 
 
+def _libsvm_multiclass_probability(r: Array) -> Array:
+    """libsvm's ``multiclass_probability`` (Wu, Lin & Weng 2004, method 2) for K classes.
+
+    ``r`` ``(K, K)``: ``r[i, j]`` the pairwise probability of class i against j.
+    Replays libsvm's coordinate updates (at most max(100, K) sweeps, stopping at
+    a tolerance of 0.005/K, frozen once converged), so the result matches its
+    ``predict_proba`` to float precision, not only the exact coupling solution.
+    """
+    num_classes = r.shape[0]
+    off_diagonal = 1.0 - jnp.eye(num_classes, dtype=r.dtype)
+    q = -(r.T * r) * off_diagonal  # Q[t, j] = −r[j, t]·r[t, j] for j ≠ t
+    q = q + jnp.diag(jnp.sum((r.T ** 2) * off_diagonal, axis=1))  # Q[t, t] = Σ_{j≠t} r[j, t]²
+    tolerance = 0.005 / num_classes
+
+    def sweep(_, carry):
+        p, done = carry
+        qp = q @ p
+        pqp = p @ qp
+        done = done | (jnp.max(jnp.abs(qp - pqp)) < tolerance)
+        new_p, new_qp, new_pqp = p, qp, pqp
+        for t in range(num_classes):  # libsvm's incremental updates, one coordinate at a time
+            diff = (-new_qp[t] + new_pqp) / q[t, t]
+            new_p = new_p.at[t].add(diff)
+            new_pqp = (new_pqp + diff * (diff * q[t, t] + 2 * new_qp[t])) / (1 + diff) / (1 + diff)
+            new_qp = (new_qp + diff * q[t, :]) / (1 + diff)
+            new_p = new_p / (1 + diff)
+        return jnp.where(done, p, new_p), done
+
+    p0 = jnp.full((num_classes,), 1.0 / num_classes, r.dtype)
+    p, _ = jax.lax.fori_loop(0, max(100, num_classes), sweep, (p0, jnp.asarray(False)))
+    return p
+
+
+def _ovr_from_ovo(ovo: Array, num_classes: int) -> Array:
+    """sklearn's ``_ovr_decision_function(ovo < 0, −ovo, K)``: votes plus confidences in (−1/3, 1/3)."""
+    votes = jnp.zeros((num_classes,), ovo.dtype)
+    confidence = jnp.zeros((num_classes,), ovo.dtype)
+    pair = 0
+    for i in range(num_classes):
+        for j in range(i + 1, num_classes):
+            confidence = confidence.at[i].add(ovo[pair]).at[j].add(-ovo[pair])
+            votes = votes.at[i].add(jnp.where(ovo[pair] < 0, 0.0, 1.0)).at[j].add(jnp.where(ovo[pair] < 0, 1.0, 0.0))
+            pair += 1
+    return votes + confidence / (3 * (jnp.abs(confidence) + 1))
+
+
 def _svm(estimator, is_classifier: bool) -> ImportedModel:
     if callable(estimator.kernel) or estimator.kernel == "precomputed":
         raise ValueError("from_sklearn cannot import an SVM with a callable or precomputed kernel")
     kernel = _kernel(estimator)
     support = _const(estimator.support_vectors_)
+    name = type(estimator).__name__
+    if is_classifier and len(estimator.classes_) > 2:
+        return _multiclass_svc(estimator, kernel, support)
     dual = _const(estimator.dual_coef_)[0]
     intercept = float(estimator.intercept_[0])
-    name = type(estimator).__name__
 
     def decision(x):
         return jnp.sum(dual * kernel(support, x)) + intercept
@@ -160,9 +210,6 @@ def _svm(estimator, is_classifier: bool) -> ImportedModel:
     if not is_classifier:
         return ImportedModel(decision, num_features=support.shape[1], is_classifier=False, output="prediction",
                              estimator_name=name)
-    if len(estimator.classes_) != 2:
-        raise ValueError("from_sklearn imports binary SVC only (multi-class SVC uses one-vs-one voting and "
-                         "pairwise coupling); fit one binary SVC per class pair instead")
     platt_a, platt_b = np.ravel(getattr(estimator, "_probA", [])), np.ravel(getattr(estimator, "_probB", []))
     if platt_a.size:  # fitted with probability=True
         prob_a, prob_b = float(platt_a[0]), float(platt_b[0])
@@ -175,6 +222,55 @@ def _svm(estimator, is_classifier: bool) -> ImportedModel:
         return ImportedModel(proba, num_features=support.shape[1], is_classifier=True, output="probabilities",
                              classes=estimator.classes_, estimator_name=name)
     return ImportedModel(decision, num_features=support.shape[1], is_classifier=True, output="decision_function",
+                         classes=estimator.classes_, estimator_name=name)
+
+
+def _multiclass_svc(estimator, kernel, support) -> ImportedModel:
+    """K > 2 classes: libsvm's one-vs-one machines, one per class pair (i < j).
+
+    Pair (i, j) has decision value ``Σ_{s∈i} dual[j−1, s] K(s, x) + Σ_{s∈j} dual[i, s] K(s, x) + b_ij``
+    (> 0 votes for class i). Output: with ``probability=True`` the K probabilities of
+    ``predict_proba`` (Platt sigmoid per pair, then libsvm's pairwise coupling);
+    otherwise ``decision_function`` in the estimator's ``decision_function_shape``
+    (``"ovo"``: the K(K−1)/2 pair values; ``"ovr"``, sklearn's default: votes plus
+    confidences, piecewise constant in the votes, as sklearn returns).
+    """
+    num_classes = len(estimator.classes_)
+    dual = _const(estimator.dual_coef_)
+    intercept = _const(estimator.intercept_)
+    starts = np.concatenate([[0], np.cumsum(estimator.n_support_)])
+    pairs = [(i, j) for i in range(num_classes) for j in range(i + 1, num_classes)]
+    # one coefficient matrix (pairs, n_SV): class i's SVs weighted by row j−1, class j's by row i
+    coefficients = np.zeros((len(pairs), support.shape[0]), dual.dtype)
+    for pair, (i, j) in enumerate(pairs):
+        coefficients[pair, starts[i]:starts[i + 1]] = dual[j - 1, starts[i]:starts[i + 1]]
+        coefficients[pair, starts[j]:starts[j + 1]] = dual[i, starts[j]:starts[j + 1]]
+
+    def ovo(x):
+        return coefficients @ kernel(support, x) + intercept
+
+    name = type(estimator).__name__
+    platt_a, platt_b = np.ravel(getattr(estimator, "_probA", [])), np.ravel(getattr(estimator, "_probB", []))
+    if platt_a.size:
+        prob_a, prob_b = _const(platt_a), _const(platt_b)
+        rows = np.array([i for i, _ in pairs])
+        cols = np.array([j for _, j in pairs])
+
+        def proba(x):
+            # libsvm's sigmoid_predict: P(i over j) = 1 / (1 + exp(A·dec + B)), clipped to [1e-7, 1 − 1e-7]
+            r_pair = jnp.clip(jax.nn.sigmoid(-(prob_a * ovo(x) + prob_b)), 1e-7, 1 - 1e-7)
+            r = jnp.zeros((num_classes, num_classes), r_pair.dtype)
+            r = r.at[rows, cols].set(r_pair).at[cols, rows].set(1 - r_pair)
+            return _libsvm_multiclass_probability(r)
+
+        return ImportedModel(proba, num_features=support.shape[1], is_classifier=True, output="probabilities",
+                             classes=estimator.classes_, estimator_name=name)
+    if estimator.decision_function_shape == "ovo":
+        fn = ovo
+    else:
+        def fn(x):
+            return _ovr_from_ovo(ovo(x), num_classes)
+    return ImportedModel(fn, num_features=support.shape[1], is_classifier=True, output="decision_function",
                          classes=estimator.classes_, estimator_name=name)
 
 
@@ -258,7 +354,7 @@ def from_sklearn(estimator: Any) -> ImportedModel:
 
         return _wrap_trees(tree_ensemble_from_sklearn(estimator), estimator)
     raise TypeError(f"from_sklearn does not support {type(estimator).__name__}; supported: LinearRegression, "
-                    "Ridge, LogisticRegression, SVC (binary), SVR, MLPClassifier, MLPRegressor, DecisionTree*, "
+                    "Ridge, LogisticRegression, SVC, SVR, MLPClassifier, MLPRegressor, DecisionTree*, "
                     "RandomForest*, ExtraTrees*, GradientBoosting*, and xgboost models")
 
 

@@ -2,5 +2,7 @@
 
 from jaxprobe.plots.extraction import plot_distillation, plot_queries_per_unit
 from jaxprobe.plots.runs import plot_feature_distributions, plot_sweep
+from jaxprobe.plots.tabular import feature_distances, feature_distributions, prediction_scatter, scatter_2d
 
-__all__ = ["plot_queries_per_unit", "plot_distillation", "plot_feature_distributions", "plot_sweep"]
+__all__ = ["feature_distributions", "scatter_2d", "prediction_scatter", "feature_distances",
+           "plot_queries_per_unit", "plot_distillation", "plot_feature_distributions", "plot_sweep"]
