@@ -87,10 +87,12 @@ class GaussianClasses:
                              f"bayes(bias_error={float(bias_error):g})")
 
     def sample(self, rng_key: Any, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
-        """``num_samples`` labelled points: labels from π, features from their class Gaussian (NumPy)."""
-        key_label, key_noise = jax.random.split(canonicalize_key(rng_key))
-        labels = np.asarray(jax.random.choice(key_label, self.num_classes, (int(num_samples),),
-                                              p=jnp.asarray(self.weights)))
-        noise = np.asarray(jax.random.normal(key_noise, (int(num_samples), self.dim)), np.float64)
+        """``num_samples`` labelled points: labels from π, features from their class Gaussian (NumPy, seeded
+        by the key's bits)."""
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(canonicalize_key(rng_key))).ravel())
+        labels = rng.choice(self.num_classes, int(num_samples), p=self.weights)
+        noise = rng.standard_normal((int(num_samples), self.dim))
         x = self.means[labels] + noise @ np.linalg.cholesky(self.covariance).T
         return x, labels.astype(np.int64)

@@ -97,15 +97,15 @@ class Reconstruction:
         exact = num_samples * proportions
         counts = np.floor(exact).astype(int)
         counts[np.argsort(counts - exact)[: num_samples - counts.sum()]] += 1
-        keys = jax.random.split(canonicalize_key(rng_key), self.num_classes + 1)
+        # Host-side table draws (NumPy generator seeded by the key's bits: no compile per count).
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(canonicalize_key(rng_key))).ravel())
         rows, labels = [], []
-        for label, count in enumerate(counts):  # K host-side table draws, not a sampling loop
+        for label, count in enumerate(counts):  # K table draws, not a sampling loop
             pool = self.pooled(label)
-            index = np.asarray(jax.random.choice(keys[label], pool.shape[0], (int(count),),
-                                                 replace=count > pool.shape[0]))
+            index = rng.choice(pool.shape[0], int(count), replace=bool(count > pool.shape[0]))
             rows.append(pool[index])
             labels.append(np.full(int(count), label, np.int64))
-        order = np.asarray(jax.random.permutation(keys[-1], num_samples))
+        order = rng.permutation(num_samples)
         return np.concatenate(rows)[order], np.concatenate(labels)[order]
 
 
