@@ -18,13 +18,14 @@ from jaxprobe.reconstruct.metrics import (
     knn_kl,
     knn_kl_marginals,
 )
-from jaxprobe.reconstruct.posterior import Reconstruction, reconstruct, reconstruction_logdensity
+from jaxprobe.reconstruct.posterior import Reconstruction, reconstruct, reconstruct_many, reconstruction_logdensity
 from jaxprobe.reconstruct.priors import GaussianMixture, fit_gaussian, kernel_density, misspecify, prior_moments
 from jaxprobe.reconstruct.synthetic import synthetic_accuracy
 from jaxprobe.reconstruct.victims import BlackBoxClassifier, JaxClassifier, as_classifier
 
 __all__ = [
     "reconstruct",
+    "reconstruct_many",
     "reconstruction_logdensity",
     "Reconstruction",
     "as_classifier",

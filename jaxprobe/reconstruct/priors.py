@@ -29,7 +29,7 @@ import numpy as np
 from jaxprobe.priors import DiagonalGaussian, Gaussian, StandardNormal, UniformBox, _as_float_array
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["GaussianMixture", "kernel_density", "fit_gaussian", "misspecify", "prior_moments"]
+__all__ = ["GaussianMixture", "kernel_density", "fit_gaussian", "misspecify", "prior_moments", "fast_logdensity"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -49,8 +49,8 @@ class GaussianMixture:
     ``covariance`` ``(D, D)`` shared by all components or ``(M, D, D)`` one per component.
 
     log p(x) = logsumexp_j [log w_j − ½|L_j⁻¹(x − μ_j)|² − ½ log det Σ_j] − (D/2) log 2π.
-    With a shared covariance the whitening L⁻¹ is applied once per evaluation, so a
-    kernel density estimate over a few hundred points costs one (D, D) solve plus
+    With a shared covariance the whitening L⁻¹ (a precomputed matrix) is applied once per evaluation, so a
+    kernel density estimate over a few hundred points costs one (D, D) matmul plus
     ``M·D`` multiply-adds.
     """
 
@@ -76,10 +76,14 @@ class GaussianMixture:
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "means", means)
         object.__setattr__(self, "covariance", covariance)
+        # Inverse Cholesky factors: a matmul per evaluation (XLA:CPU's batched triangular solve is
+        # about 50 times slower than a small matmul inside a vmapped sampler step).
+        inverse_cholesky = np.linalg.inv(cholesky)
         object.__setattr__(self, "_cholesky", cholesky)
+        object.__setattr__(self, "_inverse_cholesky", inverse_cholesky)
         object.__setattr__(self, "_log_det", log_det)
-        if covariance.ndim == 2:  # whitened means for the one-solve evaluation
-            object.__setattr__(self, "_white_means", np.linalg.solve(cholesky, means.T).T)
+        if covariance.ndim == 2:  # whitened means for the one-matmul evaluation
+            object.__setattr__(self, "_white_means", means @ inverse_cholesky.T)
 
     @property
     def shared(self) -> bool:
@@ -94,12 +98,11 @@ class GaussianMixture:
         dtype = x.dtype
         log_weights = jnp.asarray(np.log(self.weights), dtype)
         if self.shared:
-            white = jax.scipy.linalg.solve_triangular(jnp.asarray(self._cholesky, dtype), x, lower=True)
+            white = jnp.asarray(self._inverse_cholesky, dtype) @ x
             squared = jnp.sum((white - jnp.asarray(self._white_means, dtype)) ** 2, axis=-1)
         else:
             diff = x - jnp.asarray(self.means, dtype)
-            white = jax.vmap(lambda chol, d: jax.scipy.linalg.solve_triangular(chol, d, lower=True))(
-                jnp.asarray(self._cholesky, dtype), diff)
+            white = jnp.einsum("mij,mj->mi", jnp.asarray(self._inverse_cholesky, dtype), diff)
             squared = jnp.sum(white**2, axis=-1)
         terms = log_weights - 0.5 * squared - 0.5 * jnp.asarray(self._log_det, dtype)
         return jax.scipy.special.logsumexp(terms) - 0.5 * self.dim * _LOG_2PI
@@ -239,3 +242,23 @@ def misspecify(prior: Any, mean_shift: float = 0.0, covariance_scale: float = 1.
         return UniformBox(centre - half, centre + half)
     means = mean + offset + root * (prior.means - mean)
     return GaussianMixture(prior.weights, means, prior.covariance * scale)
+
+
+def fast_logdensity(prior: Any):
+    """The same normalized log density as ``prior``, evaluated by matmuls where jaxprobe's priors solve.
+
+    :class:`jaxprobe.priors.Gaussian` evaluates ``solve_triangular(L, x − μ)``; inside a vmapped,
+    scanned sampler XLA:CPU runs that batched solve far slower than the equivalent matmul with the
+    precomputed L⁻¹ (a 30-D prior: ~7 s vs ~0.1 s for 400 steps of 384 points). Other priors are
+    returned unchanged.
+    """
+    if isinstance(prior, Gaussian):
+        inverse_cholesky = np.linalg.inv(prior._cholesky)
+        mean, log_det, dim = prior.mean, prior._log_det, prior.mean.size
+
+        def logdensity(x: Array) -> Array:
+            white = jnp.asarray(inverse_cholesky, x.dtype) @ (x - jnp.asarray(mean, x.dtype))
+            return -0.5 * jnp.sum(white**2) - 0.5 * log_det - 0.5 * dim * _LOG_2PI
+
+        return logdensity
+    return prior
