@@ -29,7 +29,7 @@ from jaxprobe.reconstruct.posterior import reconstruct_many
 from jaxprobe.reconstruct.priors import fit_gaussian, misspecify, prior_moments
 from jaxprobe.reconstruct.synthetic import synthetic_accuracy
 
-__all__ = ["MODEL_KINDS", "SweepResult", "make_model", "prepare_data", "run_sweep", "spearman_summary"]
+__all__ = ["MODEL_KINDS", "KL_KEYS", "SweepResult", "make_model", "prepare_data", "run_sweep", "spearman_summary"]
 
 MODEL_KINDS = ("logistic", "mlp", "gradient_boosting", "decision_tree")
 
@@ -94,26 +94,45 @@ def _subset(rng, y, fraction):
     return np.sort(np.concatenate(chosen))
 
 
-def spearman_summary(records: Sequence[dict[str, Any]], kl_key: str = "kl_gaussian") -> dict[str, Any]:
-    """Spearman ρ (and p) of KL vs prior error, KL vs model error (correct prior) and synthetic vs base
-    accuracy (correct prior); NaN where fewer than 3 distinct values."""
+KL_KEYS = ("kl_gaussian", "kl_knn", "kl_gaussian_marginal_mean")
+
+
+def _rho(a, b) -> dict[str, Any]:
     from scipy.stats import spearmanr
 
-    def rho(a, b):
-        a, b = np.asarray(a, float), np.asarray(b, float)
-        ok = np.isfinite(a) & np.isfinite(b)
-        if ok.sum() < 3 or np.unique(a[ok]).size < 2 or np.unique(b[ok]).size < 2:
-            return {"rho": float("nan"), "p": float("nan"), "n": int(ok.sum())}
-        result = spearmanr(a[ok], b[ok])
-        return {"rho": float(result.statistic), "p": float(result.pvalue), "n": int(ok.sum())}
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3 or np.unique(a[ok]).size < 2 or np.unique(b[ok]).size < 2:
+        return {"rho": float("nan"), "p": float("nan"), "n": int(ok.sum())}
+    result = spearmanr(a[ok], b[ok])
+    return {"rho": float(result.statistic), "p": float(result.pvalue), "n": int(ok.sum())}
 
+
+def spearman_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Spearman ρ (with p and n) for every KL estimate in :data:`KL_KEYS`:
+
+    * ``<kl>_vs_prior_error``: over all runs (models pooled);
+    * ``<kl>_vs_prior_error_within_model``: the mean of the per-model ρ (each model's own prior levels,
+      free of between-model differences);
+    * ``<kl>_vs_model_error``: over the correct-prior runs;
+
+    and ``synthetic_vs_base_accuracy`` over the correct-prior runs. NaN where fewer than 3 points or a
+    constant variable.
+    """
     correct = [r for r in records if r["prior_error"] == 0.0]
-    return {
-        "kl_vs_prior_error": rho([r["prior_error"] for r in records], [r[kl_key] for r in records]),
-        "kl_vs_model_error": rho([r["model_error"] for r in correct], [r[kl_key] for r in correct]),
-        "synthetic_vs_base_accuracy": rho([r["base_accuracy"] for r in correct],
-                                          [r["synthetic_accuracy"] for r in correct]),
-    }
+    models = sorted({(r["model"], r["train_fraction"]) for r in records})
+    summary: dict[str, Any] = {}
+    for key in KL_KEYS:
+        summary[f"{key}_vs_prior_error"] = _rho([r["prior_error"] for r in records], [r[key] for r in records])
+        within = [_rho([r["prior_error"] for r in records if (r["model"], r["train_fraction"]) == m],
+                       [r[key] for r in records if (r["model"], r["train_fraction"]) == m])["rho"] for m in models]
+        within = [value for value in within if np.isfinite(value)]
+        summary[f"{key}_vs_prior_error_within_model"] = {
+            "rho": float(np.mean(within)) if within else float("nan"), "n": len(within)}
+        summary[f"{key}_vs_model_error"] = _rho([r["model_error"] for r in correct], [r[key] for r in correct])
+    summary["synthetic_vs_base_accuracy"] = _rho([r["base_accuracy"] for r in correct],
+                                                 [r["synthetic_accuracy"] for r in correct])
+    return summary
 
 
 def run_sweep(
