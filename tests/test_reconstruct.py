@@ -102,13 +102,14 @@ def test_callback_is_called_once_per_step_for_all_chains_and_classes():
     model = R.BlackBoxClassifier(_numpy_predict_proba(calls), 2, 2, vmap_method="broadcast_all")
     assert calls == [(1, 2)]  # the constructor's shape check
     calls.clear()
-    num_chains, num_warmup, num_samples, thin = 16, 20, 10, 2
-    R.reconstruct(0, model, GROUND_TRUTH.prior(), num_chains=num_chains, num_warmup=num_warmup,
+    num_chains, num_samples, thin = 16, 10, 3
+    # A given step size and no warmup: two compiled pieces only (init and the run), to keep this cheap.
+    R.reconstruct(0, model, GROUND_TRUTH.prior(), num_chains=num_chains, num_warmup=0, step_size=0.5,
                   num_samples=num_samples, thin=thin, num_candidates=64)
     # 1 call for the importance-resampled start, then 1 (init) + one per transition, never one per chain.
     assert calls[0] == (64, 2)
     engine_calls = calls[1:]
-    assert len(engine_calls) == 1 + num_warmup + num_samples * thin
+    assert len(engine_calls) == 1 + num_samples * thin
     assert all(shape == (num_chains * 2, 2) for shape in engine_calls), set(engine_calls)
     assert model.num_calls == len(calls)
 
