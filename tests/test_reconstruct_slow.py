@@ -73,14 +73,16 @@ def test_kl_rises_monotonically_with_prior_and_model_error(dial_runs, dial):
 def test_real_data_synthetic_accuracy_and_correlations():
     for name in ("breast_cancer", "wine"):
         result = run_sweep(name, model_kinds=("logistic", "decision_tree"), train_fractions=(1.0,),
-                           prior_levels=((0.0, 1.0), (1.0, 1.0), (0.0, 3.0)), num_chains=32, num_warmup=200,
+                           prior_levels=((0.0, 1.0), (1.0, 1.0), (2.0, 1.0)), num_chains=32, num_warmup=200,
                            num_samples=80, thin=5)
         correct = [r for r in result.records if r["prior_error"] == 0.0]
         assert len(correct) == 2 and len(result.records) == 6
         for record in correct:
             assert record["synthetic_accuracy"] >= 0.9 * record["base_accuracy"], record
-        # KL grows with prior error: within every model, and pooled over models (the k-NN and per-feature
-        # estimates; the joint Gaussian one is dominated by 30-D covariance noise of ~60 test rows a class).
+        # KL grows with the prior's mean shift: within every model, and pooled over models (the k-NN and
+        # per-feature estimates; the joint Gaussian one is dominated by 30-D covariance noise of ~60 test
+        # rows a class). Mean shift and covariance error are not ordered by one prior-error number, so the
+        # covariance dial is checked on ground truth (test_kl_rises_monotonically_...) instead.
         correlations = result.correlations
         for key in ("kl_knn", "kl_gaussian_marginal_mean"):
             assert correlations[f"{key}_vs_prior_error"]["rho"] > 0.5, (name, key, correlations)
