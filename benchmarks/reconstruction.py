@@ -77,13 +77,22 @@ def sweep_main(argv) -> None:
     from jaxprobe.reconstruct.sweep import KL_KEYS, run_sweep
 
     parser = argparse.ArgumentParser(description="the real-data reconstruction sweep")
-    parser.add_argument("--datasets", nargs="+", default=list(SWEEP_DATASETS))
+    parser.add_argument("--datasets", nargs="*", default=list(SWEEP_DATASETS))
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.2, 1.0])
     parser.add_argument("--chains", type=int, default=64)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "reconstruction.sweep"))
+    parser.add_argument("--merge", nargs="*", default=[],
+                        help="earlier sweep .json files whose data sets are kept (this run's override them)")
     args = parser.parse_args(argv)
     levels = ((0.0, 1.0), (0.5, 1.0), (1.0, 1.0), (2.0, 1.0), (0.0, 2.0), (0.0, 4.0))
-    results = {}
+    results, runs = {}, []
+    for path in args.merge:
+        with open(path) as stream:
+            earlier = json.load(stream)
+        results.update(earlier["results"])
+        runs += earlier.get("runs", [earlier["meta"]])
+    if not args.datasets:
+        _write_sweep(args.out, results, runs)
     for name in args.datasets:
         options = dict(num_chains=args.chains, num_warmup=400, num_samples=200, thin=5)
         options.update(SWEEP_DATASETS.get(name, {}))
@@ -93,35 +102,46 @@ def sweep_main(argv) -> None:
         plot_reconstruction_correlations(result.records, path=f"{args.out}.{name}.png", title=name)
         meta = _meta("; run_sweep options: " + json.dumps({"prior_levels": levels, "fractions": args.fractions,
                                                           **options}))
-        atomic_write(args.out + ".json", lambda f: f.write(json.dumps({"meta": meta, "results": results},
-                                                                      indent=1).encode()))
-        lines = ["# Reconstruction sweep: prior misspecification x model accuracy", "",
-                 f"`{meta['command']}` on {meta['machine']}, {meta['date']}; {meta['note']}.", "",
-                 "Spearman ρ (p) per data set. KL estimates: joint Gaussian closed form (`kl_gaussian`), k-NN "
-                 "(`kl_knn`, k = 5), mean of per-feature Gaussian KLs (`kl_gaussian_marginal_mean`); KL is "
-                 "KL(true held-out class-conditional ‖ reconstruction), averaged over classes.", "",
-                 "| data set | runs | " + " | ".join(f"{k} vs prior error (pooled / within model)" for k in KL_KEYS)
-                 + " | kl_knn vs model error | synthetic vs base accuracy | min synthetic/base, correct prior |",
-                 "|---|---:|" + "---|" * (len(KL_KEYS) + 3)]
-        for dataset, data in results.items():
-            c = data["correlations"]
-            correct = [r for r in data["records"] if r["prior_error"] == 0.0]
-            cells = [f"{c[k + '_vs_prior_error']['rho']:.2f} ({c[k + '_vs_prior_error']['p']:.1g}) / "
-                     f"{c[k + '_vs_prior_error_within_model']['rho']:.2f}" for k in KL_KEYS]
-            lines.append(f"| {dataset} | {len(data['records'])} | " + " | ".join(cells)
-                         + f" | {c['kl_knn_vs_model_error']['rho']:.2f} | "
-                         f"{c['synthetic_vs_base_accuracy']['rho']:.2f} | "
-                         f"{min(r['accuracy_ratio'] for r in correct):.3f} |")
-        lines += ["", "Correct prior (Gaussian fitted to the training features), per model:", "",
-                  "| data set | model | train fraction | base acc. | synthetic acc. | kl_gaussian | kl_knn | sampler | acceptance |",
-                  "|---|---|---:|---:|---:|---:|---:|---|---:|"]
-        for dataset, data in results.items():
-            for r in data["records"]:
-                if r["prior_error"] == 0.0:
-                    lines.append(f"| {dataset} | {r['model']} | {r['train_fraction']} | {r['base_accuracy']:.3f} | "
-                                 f"{r['synthetic_accuracy']:.3f} | {r['kl_gaussian']:.2f} | {r['kl_knn']:.2f} | "
-                                 f"{r['sampler']} | {r['acceptance_rate']:.2f} |")
-        atomic_write(args.out + ".md", lambda f: f.write(("\n".join(lines) + "\n").encode()))
+        meta["datasets"] = list(args.datasets)
+        _write_sweep(args.out, results, [m for m in runs if m["command"] != meta["command"]] + [meta])
+
+
+def _write_sweep(out, results, runs) -> None:
+    from jaxprobe.reconstruct.sweep import KL_KEYS
+
+    atomic_write(out + ".json", lambda f: f.write(json.dumps({"runs": runs, "results": results}, indent=1).encode()))
+    lines = ["# Reconstruction sweep: prior misspecification x model accuracy", ""]
+    for meta in runs:
+        lines += [f"- `{meta['command']}` ({', '.join(meta.get('datasets', []))}) on {meta['machine']}, "
+                  f"{meta['date']}; {meta['note']}.", ""]
+    lines += ["Spearman ρ (p) per data set. KL estimates: joint Gaussian closed form (`kl_gaussian`), k-NN "
+              "(`kl_knn`, k = 5), mean of per-feature Gaussian KLs (`kl_gaussian_marginal_mean`); KL is "
+              "KL(true held-out class-conditional ‖ reconstruction), averaged over classes. Prior error = "
+              "KL(correct Gaussian prior ‖ misspecified prior), closed form.", "",
+              "| data set | runs | " + " | ".join(f"{k} vs prior error (pooled / within model)" for k in KL_KEYS)
+              + " | kl_knn vs model error | synthetic vs base accuracy | min synthetic/base, correct prior |",
+              "|---|---:|" + "---|" * (len(KL_KEYS) + 3)]
+    for dataset, data in results.items():
+        c = data["correlations"]
+        correct = [r for r in data["records"] if r["prior_error"] == 0.0]
+        cells = [f"{c[k + '_vs_prior_error']['rho']:.2f} ({c[k + '_vs_prior_error']['p']:.1g}) / "
+                 f"{c[k + '_vs_prior_error_within_model']['rho']:.2f}" for k in KL_KEYS]
+        lines.append(f"| {dataset} | {len(data['records'])} | " + " | ".join(cells)
+                     + f" | {c['kl_knn_vs_model_error']['rho']:.2f} | "
+                     f"{c['synthetic_vs_base_accuracy']['rho']:.2f} | "
+                     f"{min(r['accuracy_ratio'] for r in correct):.3f} |")
+    lines += ["", "Correct prior (Gaussian fitted to the training features), per model:", "",
+              "| data set | model | train fraction (rows) | synthetic rows | base acc. | synthetic acc. | ratio | "
+              "kl_gaussian | kl_knn | sampler | acceptance |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for dataset, data in results.items():
+        for r in data["records"]:
+            if r["prior_error"] == 0.0:
+                lines.append(f"| {dataset} | {r['model']} | {r['train_fraction']} ({r['num_train']}) | "
+                             f"{r.get('num_synthetic', r['num_train'])} | {r['base_accuracy']:.3f} | "
+                             f"{r['synthetic_accuracy']:.3f} | {r['accuracy_ratio']:.3f} | {r['kl_gaussian']:.2f} | "
+                             f"{r['kl_knn']:.2f} | {r['sampler']} | {r['acceptance_rate']:.2f} |")
+    atomic_write(out + ".md", lambda f: f.write(("\n".join(lines) + "\n").encode()))
 
 
 def main() -> None:

@@ -10,8 +10,9 @@ For one data set (standardized features, a stratified train/test split):
 * for every model, all prior levels are reconstructed in one compiled program
   (:func:`reconstruct_many`, black-box random-walk MH on the model's JAX import unless told otherwise);
 * fidelity = KL(true class-conditional of the held-out test rows ‖ reconstruction), Gaussian and k-NN,
-  averaged over classes; a synthetic model of the same kind is trained on as many reconstructed rows
-  as the model saw, in its class proportions, and scored on the same test set as the base model;
+  averaged over classes; a synthetic model of the same kind is trained on ``synthetic_size``
+  reconstructed rows (at least as many as the model saw) in its class proportions, and scored on the
+  same test set as the base model;
 * Spearman correlations: KL vs prior error (all runs), KL vs model error (correct prior), synthetic
   vs base accuracy (correct prior).
 """
@@ -148,11 +149,13 @@ def run_sweep(
     sampler: str = "rwmh",
     max_rows: int | None = 2000,
     ridge: float = 1e-3,
+    synthetic_size: int | None = 1000,
     seed: int = 0,
     verbose: bool = False,
 ) -> SweepResult:
     """Run the sweep on data set ``name``; ``prior_levels`` are ``(mean_shift, covariance_scale)`` pairs
-    and the first must be ``(0, 1)`` (the correct prior)."""
+    and the first must be ``(0, 1)`` (the correct prior). Each synthetic training set has
+    ``max(synthetic_size, rows the base model saw)`` rows (``None``: as many rows as the base model saw)."""
     from jaxprobe.models import from_sklearn
 
     if tuple(prior_levels[0]) != (0.0, 1.0):
@@ -187,12 +190,12 @@ def run_sweep(
             proportions = np.bincount(y_train[rows], minlength=reconstructions[0].num_classes) / rows.size
             for (shift, scale), prior_error, reconstruction in zip(prior_levels, prior_errors, reconstructions):
                 report = fidelity(x_test, y_test, reconstruction, k=5, ridge=ridge, max_reconstructed=2000)
-                x_syn, y_syn = reconstruction.synthetic_dataset(int(rng.integers(2**31)), int(rows.size),
-                                                                proportions)
+                num_synthetic = int(rows.size) if synthetic_size is None else max(int(synthetic_size), int(rows.size))
+                x_syn, y_syn = reconstruction.synthetic_dataset(int(rng.integers(2**31)), num_synthetic, proportions)
                 accuracy = synthetic_accuracy(base, x_syn, y_syn, x_test, y_test)
                 record = {
                     "dataset": name, "model": kind, "train_fraction": float(fraction),
-                    "num_train": int(rows.size), "mean_shift": float(shift), "covariance_scale": float(scale),
+                    "num_train": int(rows.size), "num_synthetic": num_synthetic, "mean_shift": float(shift), "covariance_scale": float(scale),
                     "prior_error": float(prior_error), "model_error": 1.0 - base_accuracy,
                     "base_accuracy": base_accuracy, "synthetic_accuracy": accuracy["synthetic_accuracy"],
                     "accuracy_ratio": accuracy["ratio"],
