@@ -190,12 +190,14 @@ def run_sweep(
             proportions = np.bincount(y_train[rows], minlength=reconstructions[0].num_classes) / rows.size
             for (shift, scale), prior_error, reconstruction in zip(prior_levels, prior_errors, reconstructions):
                 report = fidelity(x_test, y_test, reconstruction, k=5, ridge=ridge, max_reconstructed=2000)
-                num_synthetic = int(rows.size) if synthetic_size is None else max(int(synthetic_size), int(rows.size))
+                num_synthetic = int(rows.size) if synthetic_size is None else max(int(synthetic_size),
+                                                                                  int(rows.size))
                 x_syn, y_syn = reconstruction.synthetic_dataset(int(rng.integers(2**31)), num_synthetic, proportions)
                 accuracy = synthetic_accuracy(base, x_syn, y_syn, x_test, y_test)
                 record = {
                     "dataset": name, "model": kind, "train_fraction": float(fraction),
-                    "num_train": int(rows.size), "num_synthetic": num_synthetic, "mean_shift": float(shift), "covariance_scale": float(scale),
+                    "num_train": int(rows.size), "num_synthetic": num_synthetic, "mean_shift": float(shift),
+                    "covariance_scale": float(scale),
                     "prior_error": float(prior_error), "model_error": 1.0 - base_accuracy,
                     "base_accuracy": base_accuracy, "synthetic_accuracy": accuracy["synthetic_accuracy"],
                     "accuracy_ratio": accuracy["ratio"],
