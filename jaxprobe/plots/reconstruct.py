@@ -1,0 +1,89 @@
+"""Figures for data reconstruction: the paper's correlation plots and true-vs-reconstructed scatter plots.
+
+matplotlib is imported lazily (Agg backend) so that jaxprobe does not depend on it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["plot_reconstruction_correlations", "plot_reconstruction_scatter"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_reconstruction_correlations(records: Sequence[dict[str, Any]], kl_key: str = "kl_knn",
+                                     path: str | os.PathLike | None = None, title: str | None = None):
+    """Three panels as in the paper: KL vs prior error (every run, one colour per model kind),
+    KL vs model error (correct prior) and synthetic vs base accuracy (correct prior, with y = x).
+
+    ``records`` are :func:`jaxprobe.reconstruct.sweep.run_sweep` records (of one or several data sets).
+    Returns the figure; saves it when ``path`` is given.
+    """
+    from jaxprobe.reconstruct.sweep import spearman_summary
+
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    kinds = sorted({r["model"] for r in records})
+    colours = {kind: plt.cm.tab10(i) for i, kind in enumerate(kinds)}
+    correct = [r for r in records if r["prior_error"] == 0.0]
+    summary = spearman_summary(records)
+    for kind in kinds:
+        mine = [r for r in records if r["model"] == kind]
+        axes[0].scatter([r["prior_error"] for r in mine], [r[kl_key] for r in mine], color=colours[kind],
+                        label=kind, s=18)
+        good = [r for r in correct if r["model"] == kind]
+        axes[1].scatter([r["model_error"] for r in good], [r[kl_key] for r in good], color=colours[kind], s=18)
+        axes[2].scatter([r["base_accuracy"] for r in good], [r["synthetic_accuracy"] for r in good],
+                        color=colours[kind], s=18)
+    axes[0].set(xlabel="prior error KL(correct ‖ assumed)", ylabel=f"{kl_key} (true ‖ reconstructed)",
+                title=f"ρ = {summary[f'{kl_key}_vs_prior_error']['rho']:.2f}")
+    axes[1].set(xlabel="model error (1 − test accuracy)", ylabel=kl_key,
+                title=f"correct prior: ρ = {summary[f'{kl_key}_vs_model_error']['rho']:.2f}")
+    low = min([r["base_accuracy"] for r in correct] + [r["synthetic_accuracy"] for r in correct] + [1.0])
+    axes[2].plot([low, 1.0], [low, 1.0], color="grey", lw=1)
+    axes[2].set(xlabel="base model accuracy", ylabel="synthetic model accuracy",
+                title=f"correct prior: ρ = {summary['synthetic_vs_base_accuracy']['rho']:.2f}")
+    axes[0].legend(fontsize=8)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    if path is not None:
+        figure.savefig(path, dpi=110)
+    return figure
+
+
+def plot_reconstruction_scatter(x_true: Any, y_true: Any, reconstruction: Any, features: tuple[int, int] = (0, 1),
+                                feature_names: Sequence[str] | None = None, max_points: int = 500,
+                                path: str | os.PathLike | None = None):
+    """Real rows (dots) against reconstructed draws (crosses) of every class in two features."""
+    plt = _pyplot()
+    x_true, y_true = np.asarray(x_true), np.asarray(y_true)
+    i, j = features
+    figure, axis = plt.subplots(figsize=(5, 4.2))
+    for label in range(reconstruction.num_classes):
+        colour = plt.cm.tab10(label)
+        draws = reconstruction.pooled(label)
+        draws = draws[np.linspace(0, len(draws) - 1, min(max_points, len(draws))).astype(int)]
+        axis.scatter(draws[:, i], draws[:, j], marker="x", s=8, alpha=0.35, color=colour)
+        real = x_true[y_true == label]
+        axis.scatter(real[:, i], real[:, j], s=12, color=colour, edgecolor="black", linewidth=0.4,
+                     label=f"class {label}: real (dots) / reconstructed (x)")
+    names = feature_names or [f"x[{i}]", f"x[{j}]"]
+    axis.set(xlabel=names[0] if feature_names is None else feature_names[i],
+             ylabel=names[1] if feature_names is None else feature_names[j])
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    if path is not None:
+        figure.savefig(path, dpi=110)
+    return figure

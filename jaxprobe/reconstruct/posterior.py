@@ -1,0 +1,337 @@
+"""Sampling the reconstruction posterior p̂(x | y) ∝ p_model(y | x)^(1/τ) · p_prior(x) for every class at once.
+
+All classes in ONE compiled program: the position of a chain is a ``(K, D)`` array whose row k is a
+point of class k, and the target is the product over classes
+
+    log π(x_1..x_K) = Σ_k [ log p_model(k | x_k) / τ + log p_prior(x_k) ],
+
+whose k-th marginal is exactly p̂(x | y = k) (the factors are independent). One chain therefore
+reconstructs every class, the engine vmaps over chains and scans over steps, and a black-box
+``predict_proba`` sees all chains × classes in one host call per step.
+
+Chains run in whitened coordinates ``x = m + L z`` (m, L Lᵀ the prior's mean and covariance), so a
+random-walk proposal has the shape of the prior (a linear bijection: no Jacobian term beyond a
+constant). The starting points are drawn by sampling–importance–resampling from the prior with
+weights p_model(k | x)^(1/τ), which already targets p̂(x | k) and lets short warmups suffice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.engine import Samples, sample
+from jaxprobe.engine.api import canonicalize_key, known_samplers
+from jaxprobe.priors import DiagonalGaussian, StandardNormal
+from jaxprobe.reconstruct.priors import fast_logdensity, prior_moments
+from jaxprobe.reconstruct.victims import as_classifier
+from jaxprobe.target import check_temperature, gibbs
+from jaxprobe.types import LogDensityFn, PRNGKey
+
+__all__ = ["Reconstruction", "reconstruct", "reconstruct_many", "reconstruction_logdensity"]
+
+_GRADIENT_SAMPLERS = ("mala", "hmc", "nuts", "chees")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reconstruction:
+    """The result of :func:`reconstruct`.
+
+    Attributes
+    ----------
+    samples
+        The engine's :class:`jaxprobe.Samples`; positions ``(chain, draw, K, D)`` in whitened
+        coordinates z (diagnostics: ``samples.summary()``, acceptance rates, ...).
+    draws
+        ``(chain, draw, K, D)`` reconstructed points in feature units: ``draws[:, :, k]`` are
+        draws of p̂(x | y = k).
+    class_weights
+        ``(K,)`` the class marginal implied by model and prior, p̂(y = k) = E_prior[p_model(k | x)]
+        (estimated from the initial prior draws; used as default class proportions).
+    mean, cholesky
+        The whitening ``x = mean + cholesky @ z``.
+    """
+
+    samples: Samples
+    draws: np.ndarray
+    class_weights: np.ndarray
+    mean: np.ndarray
+    cholesky: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        return self.draws.shape[2]
+
+    def class_draws(self, label: int) -> np.ndarray:
+        """``(chain, draw, D)`` draws of p̂(x | y = label)."""
+        if not 0 <= int(label) < self.num_classes:
+            raise ValueError(f"label must be in [0, {self.num_classes}), got {label}")
+        return self.draws[:, :, int(label)]
+
+    def pooled(self, label: int) -> np.ndarray:
+        """``(chain · draw, D)`` all draws of class ``label`` in one table."""
+        draws = self.class_draws(label)
+        return draws.reshape(-1, draws.shape[-1])
+
+    def synthetic_dataset(self, rng_key: Any, num_samples: int,
+                          class_proportions: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """A labelled synthetic data set drawn from the reconstruction.
+
+        ``round(num_samples · π_k)`` rows of class k (largest remainders, so the counts sum to
+        ``num_samples``), π = ``class_proportions`` (default :attr:`class_weights`), each drawn
+        without replacement from the pooled draws of class k (with replacement when there are
+        fewer draws than rows). Returns ``x`` ``(num_samples, D)`` and ``y`` ``(num_samples,)`` int64,
+        shuffled.
+        """
+        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+        proportions = self.class_weights if class_proportions is None else np.asarray(class_proportions, float)
+        if proportions.shape != (self.num_classes,) or np.any(proportions < 0) or proportions.sum() <= 0:
+            raise ValueError(f"class_proportions must be {self.num_classes} non-negative numbers, not all 0; "
+                             f"got {class_proportions!r}")
+        proportions = proportions / proportions.sum()
+        exact = num_samples * proportions
+        counts = np.floor(exact).astype(int)
+        counts[np.argsort(counts - exact)[: num_samples - counts.sum()]] += 1
+        # Host-side table draws (NumPy generator seeded by the key's bits: no compile per count).
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(canonicalize_key(rng_key))).ravel())
+        rows, labels = [], []
+        for label, count in enumerate(counts):  # K table draws, not a sampling loop
+            pool = self.pooled(label)
+            index = rng.choice(pool.shape[0], int(count), replace=bool(count > pool.shape[0]))
+            rows.append(pool[index])
+            labels.append(np.full(int(count), label, np.int64))
+        order = rng.permutation(num_samples)
+        return np.concatenate(rows)[order], np.concatenate(labels)[order]
+
+
+def reconstruction_logdensity(classifier: Any, prior: Any, *, temperature: float = 1.0,
+                              mean: Any = None, cholesky: Any = None) -> LogDensityFn:
+    """The log density of the all-classes reconstruction target in whitened coordinates.
+
+    ``logdensity(z)`` for ``z`` ``(K, D)``: with ``x_k = mean + cholesky @ z_k``,
+    ``Σ_k log p_model(k | x_k) / τ + log p_prior(x_k)`` (built with :func:`jaxprobe.gibbs`,
+    G(z) = −Σ_k log p_model(k | x_k)). ``mean`` / ``cholesky`` default to 0 / I (no whitening).
+    """
+    classifier = as_classifier(classifier)
+    tau = check_temperature(temperature)
+    dim = classifier.num_features
+    mean = np.zeros(dim) if mean is None else np.asarray(mean, np.float64)
+    cholesky = np.eye(dim) if cholesky is None else np.asarray(cholesky, np.float64)
+    if mean.shape != (dim,) or cholesky.shape != (dim, dim):
+        raise ValueError(f"mean must be ({dim},) and cholesky ({dim}, {dim}); got {mean.shape}, {cholesky.shape}")
+
+    def features(z):
+        return jnp.asarray(mean, z.dtype) + z @ jnp.asarray(cholesky.T, z.dtype)
+
+    def negative_log_likelihood(z):
+        return -jnp.sum(classifier.log_class_probabilities(features(z)))
+
+    prior_fn = fast_logdensity(prior)
+
+    def log_prior(z):
+        return jnp.sum(jax.vmap(prior_fn)(features(z)))
+
+    return gibbs(negative_log_likelihood, tau, log_prior)
+
+
+def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype):
+    """Sampling–importance–resampling from the prior with weights p_model(k | x)^(1/τ): ``(C, K, D)``."""
+    key_candidates, key_pick = jax.random.split(rng_key)
+    candidates = prior.sample(key_candidates, num_candidates, dtype=dtype)
+    probabilities = np.asarray(probabilities_fn(candidates), np.float64)
+    class_weights = probabilities.mean(axis=0)
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(probabilities) / tau
+    if not np.all(np.isfinite(np.asarray(candidates))):
+        raise ValueError("prior.sample returned non-finite points")
+    impossible = np.flatnonzero(~np.any(np.isfinite(log_weights), axis=0))
+    if impossible.size:
+        raise ValueError(f"no prior draw out of {num_candidates} has p_model(k | x) > 0 for classes "
+                         f"{impossible.tolist()}: the prior does not cover them; widen the prior or raise "
+                         "num_candidates")
+    logits = jnp.asarray(log_weights.T, jnp.float32)  # (K, M)
+    keys = jax.random.split(key_pick, logits.shape[0])
+    index = jax.vmap(lambda key, logit: jax.random.categorical(key, logit, shape=(num_chains,)))(keys, logits)
+    start = jnp.swapaxes(candidates[index], 0, 1)  # (C, K, D)
+    return start, class_weights
+
+
+def _prepare(model: Any, prior: Any, sampler: str, whiten: bool, dtype: Any):
+    """Validate one (model, prior) setting; returns (classifier, prior, mean, cholesky)."""
+    dim_hint = getattr(model, "num_features", None) or getattr(model, "n_features_in_", None)
+    if isinstance(prior, StandardNormal):
+        if dim_hint is None and prior.event_shape is None:
+            raise ValueError("StandardNormal prior needs event_shape=(D,) here")
+        size = int(np.prod(prior.event_shape)) if prior.event_shape is not None else int(dim_hint)
+        prior = DiagonalGaussian(np.zeros(size), np.ones(size))
+    if not callable(prior) or not hasattr(prior, "sample"):
+        raise TypeError(f"prior must be a callable log density with a sample(rng_key, n) method, got "
+                        f"{type(prior).__name__}")
+    classifier = as_classifier(model, num_features=dim_hint)
+    dim = classifier.num_features
+    try:
+        prior_shape = jax.eval_shape(prior, jax.ShapeDtypeStruct((dim,), dtype)).shape
+    except Exception as error:  # noqa: BLE001 - explained below
+        raise ValueError(f"prior fails on one point of shape ({dim},) (the model's input): {error}") from error
+    if prior_shape != ():
+        raise ValueError(f"prior must return a scalar log density for one ({dim},) point, got shape {prior_shape}")
+    if sampler in _GRADIENT_SAMPLERS and not classifier.differentiable:
+        kind = "a black-box predict_proba" if classifier.black_box else f"{classifier.name} (piecewise constant)"
+        raise ValueError(f"sampler={sampler!r} needs gradients but the model is {kind}: use sampler='rwmh'")
+    if whiten:
+        mean, covariance = prior_moments(prior, dim)
+        cholesky = np.linalg.cholesky(covariance)
+    else:
+        mean, cholesky = np.zeros(dim), np.eye(dim)
+    return classifier, prior, mean, cholesky
+
+
+def reconstruct_many(
+    rng_key: PRNGKey | int,
+    settings: Sequence[tuple[Any, Any]],
+    *,
+    num_chains: int = 64,
+    num_samples: int = 500,
+    num_warmup: int = 500,
+    sampler: str = "rwmh",
+    thin: int = 1,
+    temperature: float = 1.0,
+    whiten: bool = True,
+    num_candidates: int | None = None,
+    dtype: Any = jnp.float32,
+    progress: bool = False,
+    **sample_options: Any,
+) -> list[Reconstruction]:
+    """:func:`reconstruct` for S ``(model, prior)`` settings at once, in ONE compiled program.
+
+    All settings must share D and K. A chain's position is ``(S, K, D)`` and the target is the product
+    of the S all-classes targets, so its marginals are each setting's p̂(x | y): a sweep over prior
+    misspecification levels or over models compiles once instead of S times (on CPU compilation,
+    not sampling, dominates small reconstructions). The price: one step size for all S·K·D
+    coordinates, so random-walk chains need about S times more steps to mix; gradient samplers
+    less (MALA scales as (S·K·D)^(1/3)). Every returned :class:`Reconstruction` holds the joint
+    ``samples`` (positions ``(C, N, S, K, D)``) and its own ``draws`` ``(C, N, K, D)``.
+    """
+    rng_key = canonicalize_key(rng_key)
+    if sampler not in known_samplers():
+        raise ValueError(f"sampler must be one of {known_samplers()}, got {sampler!r}")
+    if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
+        raise ValueError(f"num_chains must be a positive int, got {num_chains!r}")
+    tau = check_temperature(temperature)
+    if isinstance(settings, (str, bytes)) or not hasattr(settings, "__len__") or len(settings) == 0:
+        raise ValueError("settings must be a non-empty sequence of (model, prior) pairs")
+    prepared, classifiers = [], {}
+    for index, setting in enumerate(settings):
+        if not isinstance(setting, (tuple, list)) or len(setting) != 2:
+            raise ValueError(f"settings[{index}] must be a (model, prior) pair, got {type(setting).__name__}")
+        model = setting[0]
+        if id(model) not in classifiers:  # the same model in several settings is converted once
+            dim_hint = getattr(model, "num_features", None) or getattr(model, "n_features_in_", None)
+            classifiers[id(model)] = as_classifier(model, num_features=dim_hint)
+        prepared.append(_prepare(classifiers[id(model)], setting[1], sampler, whiten, dtype))
+    shapes = {(classifier.num_classes, classifier.num_features) for classifier, *_ in prepared}
+    if len(shapes) > 1:
+        raise ValueError(f"all settings must share (num_classes, num_features); got {sorted(shapes)}")
+    num_classes, dim = shapes.pop()
+    num_candidates = max(1024, 16 * int(num_chains)) if num_candidates is None else int(num_candidates)
+    if num_candidates < 1:
+        raise ValueError(f"num_candidates must be a positive int, got {num_candidates}")
+
+    key_init, key_sample = jax.random.split(rng_key)
+    starts, weights, logdensities, batched = [], [], [], {}
+    for index, (classifier, prior, mean, cholesky) in enumerate(prepared):  # S settings, built once
+        if id(classifier) not in batched:  # one compiled batch evaluation per distinct model
+            batched[id(classifier)] = (
+                (lambda x, c=classifier: c.probabilities(np.asarray(x, np.float64))) if classifier.black_box
+                else jax.jit(classifier.probabilities))
+        start, class_weights = _initial_positions(jax.random.fold_in(key_init, index), batched[id(classifier)],
+                                                  prior, int(num_chains), num_candidates, tau, dtype)
+        start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T
+        starts.append(start_z.reshape(np.shape(start)))
+        weights.append(class_weights)
+        logdensities.append(reconstruction_logdensity(classifier, prior, temperature=tau, mean=mean,
+                                                      cholesky=cholesky))
+    if len(logdensities) == 1:
+        logdensity, start_z = logdensities[0], starts[0].astype(dtype)
+    else:
+        def logdensity(z):  # z: (S, K, D); the S terms are unrolled at trace time
+            return sum(term(z[index]) for index, term in enumerate(logdensities))
+
+        start_z = np.stack(starts, axis=1).astype(dtype)  # (C, S, K, D)
+    samples = sample(key_sample, logdensity, start_z, sampler=sampler, num_samples=num_samples,
+                     num_warmup=num_warmup, thin=thin, progress=progress, **sample_options)
+    z = np.asarray(samples.positions, np.float64)
+    results = []
+    for index, (classifier, prior, mean, cholesky) in enumerate(prepared):
+        z_setting = z if len(prepared) == 1 else z[:, :, index]
+        results.append(Reconstruction(samples, mean + z_setting @ cholesky.T, weights[index], mean, cholesky))
+    return results
+
+
+def reconstruct(
+    rng_key: PRNGKey | int,
+    model: Any,
+    prior: Any,
+    *,
+    num_chains: int = 64,
+    num_samples: int = 500,
+    num_warmup: int = 500,
+    sampler: str = "rwmh",
+    thin: int = 1,
+    temperature: float = 1.0,
+    whiten: bool = True,
+    num_candidates: int | None = None,
+    dtype: Any = jnp.float32,
+    progress: bool = False,
+    **sample_options: Any,
+) -> Reconstruction:
+    """Reconstruct every class's data from a trained classifier: draws of p̂(x | y) ∝ p_model(y | x) p_prior(x).
+
+    Parameters
+    ----------
+    rng_key
+        ``jax.random.key`` or int seed.
+    model
+        The victim: an ImportedModel (``from_sklearn``), a JAX function ``x (D,) -> (K,)``
+        probabilities, a fitted scikit-learn / XGBoost classifier, any object with
+        ``predict_proba`` (called through one host callback per step for all chains), or a
+        :class:`JaxClassifier` / :class:`BlackBoxClassifier` (see :func:`as_classifier`).
+    prior
+        Prior over features ``(D,)``: a :mod:`jaxprobe.priors` prior or one of
+        :mod:`jaxprobe.reconstruct.priors` (with a ``sample`` method for the initial points).
+    num_chains, num_samples, num_warmup, thin
+        C chains, each carrying one point per class; kept draws per chain; warmup (step size
+        adaptation) steps; transitions per kept draw.
+    sampler
+        ``"rwmh"`` (default; black-box, the paper's Metropolis–Hastings) or ``"mala"``, ``"hmc"``,
+        ``"nuts"``, ``"chees"`` for differentiable JAX models.
+    temperature
+        τ in p_model(y | x)^(1/τ); 1 is the paper's posterior.
+    whiten
+        Run chains in the prior's whitened coordinates (needs its mean and covariance:
+        :func:`jaxprobe.reconstruct.priors.prior_moments`).
+    num_candidates
+        Prior draws for the importance-resampled starting points (default ``max(1024, 16 C)``).
+    sample_options
+        Passed to :func:`jaxprobe.sample` (``step_size``, ``chunk_size``, ``sampler_options``, ...).
+
+    Returns
+    -------
+    Reconstruction
+        ``draws`` ``(C, N, K, D)`` in feature units and the engine's ``samples``.
+
+    Example
+    -------
+    >>> truth = GaussianClasses(means=[[1.0, 0.0], [-1.0, 0.5]], covariance=np.eye(2))
+    >>> result = reconstruct(0, truth.bayes_classifier(), truth.prior(), num_chains=256)
+    >>> result.class_draws(0).shape     # (256, 500, 2): draws of p̂(x | y = 0) = N(μ_0, I)
+    """
+    return reconstruct_many(rng_key, [(model, prior)], num_chains=num_chains, num_samples=num_samples,
+                            num_warmup=num_warmup, sampler=sampler, thin=thin, temperature=temperature,
+                            whiten=whiten, num_candidates=num_candidates, dtype=dtype, progress=progress,
+                            **sample_options)[0]

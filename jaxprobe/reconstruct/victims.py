@@ -1,0 +1,201 @@
+"""The model being reconstructed from (the "victim"), seen as log p_model(y | x) for one point per class.
+
+Two paths:
+
+* :class:`JaxClassifier`: a pure JAX function ``x (D,) -> probabilities (K,)``: any jaxprobe model, a
+  :func:`jaxprobe.models.from_sklearn` import (linear, MLP, SVC, trees, XGBoost), a Flax model closed over
+  its parameters. Traced into the sampler's compiled program; differentiable unless it says otherwise.
+* :class:`BlackBoxClassifier`: an arbitrary Python ``predict_proba`` on NumPy batches ``(n, D) -> (n, K)``
+  (a fitted scikit-learn Pipeline, a remote model). It is called through ``jax.pure_callback`` with
+  ``vmap_method="expand_dims"`` (or ``"broadcast_all"``), so when the engine vmaps the log density over
+  chains the callback receives ALL chains' points in one ``(C, K, D)`` array: ONE host call per MCMC step,
+  however many chains and classes. Gradient-free samplers only ("rwmh").
+
+Both expose ``log_class_probabilities(x)``: ``x`` ``(K, D)`` holds one point per class (row k is a
+point of class k) and the result ``(K,)`` is ``log p(k | x_k)``, the likelihood term of the
+reconstruction posterior (Eq. p̂(x | y) ∝ p_model(y | x) p_prior(x) of the paper).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.types import Array
+
+__all__ = ["JaxClassifier", "BlackBoxClassifier", "as_classifier"]
+
+_VMAP_METHODS = ("expand_dims", "broadcast_all")
+
+
+def _check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class JaxClassifier:
+    """A pure JAX classifier ``probability_fn(x (D,)) -> (K,)`` class probabilities.
+
+    ``differentiable=False`` (piecewise-constant trees) restricts reconstruction to "rwmh".
+    """
+
+    probability_fn: Callable[[Array], Array]
+    num_features: int
+    num_classes: int
+    differentiable: bool = True
+    name: str = "jax"
+
+    black_box: bool = dataclasses.field(default=False, init=False)
+
+    def __post_init__(self):
+        if not callable(self.probability_fn):
+            raise TypeError(f"probability_fn must be callable, got {type(self.probability_fn).__name__}")
+        num_features = _check_positive_int("num_features", self.num_features)
+        num_classes = _check_positive_int("num_classes", self.num_classes)
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        try:
+            out = jax.eval_shape(self.probability_fn, jax.ShapeDtypeStruct((num_features,), jnp.float32))
+        except Exception as error:  # noqa: BLE001 - re-raised with the shape that explains it
+            raise ValueError(f"probability_fn failed on one input of shape ({num_features},): "
+                             f"{type(error).__name__}: {error}") from error
+        if getattr(out, "shape", None) != (num_classes,):
+            raise ValueError(f"probability_fn must map one input ({num_features},) to class probabilities "
+                             f"({num_classes},), got shape {getattr(out, 'shape', type(out).__name__)}")
+
+    def probabilities(self, x: Array) -> Array:
+        """``(n, D) -> (n, K)`` (vmapped; traceable)."""
+        return jax.vmap(self.probability_fn)(x)
+
+    def log_class_probabilities(self, x: Array) -> Array:
+        """``x`` ``(K, D)`` → ``log p(k | x_k)`` ``(K,)``."""
+        probabilities = jax.vmap(self.probability_fn)(x)
+        return jnp.log(jnp.diagonal(probabilities))
+
+
+class BlackBoxClassifier:
+    """An arbitrary host ``predict_proba`` ``(n, D) NumPy -> (n, K)``, called through ``jax.pure_callback``.
+
+    Parameters
+    ----------
+    predict_proba
+        Python callable on a NumPy ``(n, D)`` float array returning ``(n, K)`` probabilities.
+    num_features, num_classes
+        D and K.
+    vmap_method
+        ``"expand_dims"`` (default) or ``"broadcast_all"``: how ``jax.pure_callback`` is batched.
+        Either way a vmap over chains becomes ONE call on all chains' points.
+    validate
+        Call ``predict_proba`` once on a zero input now to check its output shape (default True).
+
+    Attributes
+    ----------
+    num_calls
+        How many times the sampler has called ``predict_proba`` through this object (host counter).
+    """
+
+    differentiable = False
+    black_box = True
+
+    def __init__(self, predict_proba: Callable[[np.ndarray], Any], num_features: int, num_classes: int, *,
+                 vmap_method: str = "expand_dims", validate: bool = True, name: str = "black-box"):
+        if not callable(predict_proba):
+            raise TypeError(f"predict_proba must be callable, got {type(predict_proba).__name__}")
+        self.predict_proba = predict_proba
+        self.num_features = _check_positive_int("num_features", num_features)
+        self.num_classes = _check_positive_int("num_classes", num_classes)
+        if self.num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        if vmap_method not in _VMAP_METHODS:
+            raise ValueError(f"vmap_method must be one of {_VMAP_METHODS}, got {vmap_method!r}")
+        self.vmap_method = vmap_method
+        self.name = name
+        self.num_calls = 0
+        if validate:
+            self._call(np.zeros((1, self.num_features)))
+            self.num_calls = 0
+
+    def _call(self, rows: np.ndarray) -> np.ndarray:
+        self.num_calls += 1
+        probabilities = np.asarray(self.predict_proba(rows), dtype=np.float64)
+        if probabilities.shape != (rows.shape[0], self.num_classes):
+            raise ValueError(f"predict_proba must return ({rows.shape[0]}, {self.num_classes}) probabilities "
+                             f"for {rows.shape[0]} inputs, got shape {probabilities.shape}")
+        return probabilities
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """``(n, D) -> (n, K)`` on the host (one call)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"x must have shape (n, {self.num_features}), got {x.shape}")
+        return self._call(x)
+
+    def _host_log_class_probabilities(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        lead = x.shape[:-2]
+        probabilities = self._call(x.reshape(-1, self.num_features).astype(np.float64))
+        probabilities = probabilities.reshape(lead + (self.num_classes, self.num_classes))
+        with np.errstate(divide="ignore"):  # p = 0 is a legitimate -inf (the class is impossible there)
+            return np.log(np.diagonal(probabilities, axis1=-2, axis2=-1)).astype(x.dtype)
+
+    def log_class_probabilities(self, x: Array) -> Array:
+        """``x`` ``(K, D)`` → ``log p(k | x_k)`` ``(K,)`` via ONE host callback for all vmapped chains."""
+        result = jax.ShapeDtypeStruct((self.num_classes,), x.dtype)
+        return jax.pure_callback(self._host_log_class_probabilities, result, x, vmap_method=self.vmap_method)
+
+    def __repr__(self) -> str:
+        return f"BlackBoxClassifier({self.name}, D={self.num_features}, K={self.num_classes})"
+
+
+def as_classifier(model: Any, num_features: int | None = None, num_classes: int | None = None, *,
+                  black_box: bool = False) -> JaxClassifier | BlackBoxClassifier:
+    """Turn ``model`` into a classifier for reconstruction.
+
+    * :class:`JaxClassifier` / :class:`BlackBoxClassifier`: returned as is.
+    * A :class:`jaxprobe.models.ImportedModel` with probabilities: the pure JAX path
+      (``differentiable`` taken from it).
+    * An object with ``predict_proba`` (scikit-learn estimator, Pipeline, XGBoost): converted with
+      :func:`jaxprobe.models.from_sklearn` when it can be and ``black_box`` is False; otherwise
+      (``black_box=True``, or from_sklearn rejects it, e.g. a Pipeline) its ``predict_proba`` is called
+      through the host callback. ``num_features`` / ``num_classes`` default to ``n_features_in_`` /
+      ``len(classes_)``.
+    * A plain callable ``x (D,) -> (K,)``: the pure JAX path; needs ``num_features``.
+    """
+    from jaxprobe.models import ImportedModel, from_sklearn
+
+    if isinstance(model, (JaxClassifier, BlackBoxClassifier)):
+        return model
+    if isinstance(model, ImportedModel):
+        if model.output != "probabilities":
+            raise ValueError(f"model must give class probabilities; {model!r} gives its {model.output}")
+        return JaxClassifier(model.fn, model.num_features, len(model.classes), model.differentiable,
+                             model.estimator_name)
+    if hasattr(model, "predict_proba"):
+        features = num_features if num_features is not None else getattr(model, "n_features_in_", None)
+        classes = getattr(model, "classes_", None)
+        count = num_classes if num_classes is not None else (len(classes) if classes is not None else None)
+        if features is None or count is None:
+            raise ValueError("model has no n_features_in_ / classes_: pass num_features and num_classes")
+        if not black_box:
+            try:
+                return as_classifier(from_sklearn(model))
+            except (TypeError, ValueError, NotImplementedError, AttributeError):
+                pass  # not convertible (a Pipeline, a custom model): the host callback path below
+        return BlackBoxClassifier(model.predict_proba, features, count, name=type(model).__name__)
+    if callable(model):
+        if num_features is None:
+            raise ValueError("a plain callable model needs num_features (D)")
+        out = jax.eval_shape(model, jax.ShapeDtypeStruct((_check_positive_int("num_features", num_features),),
+                                                         jnp.float32))
+        count = num_classes if num_classes is not None else (out.shape[0] if out.ndim == 1 else None)
+        if count is None:
+            raise ValueError(f"model must map (D,) to (K,) probabilities, got output shape {out.shape}")
+        return JaxClassifier(model, num_features, count, True, getattr(model, "__name__", "jax"))
+    raise TypeError(f"model must be a JAX function, an ImportedModel or have predict_proba; "
+                    f"got {type(model).__name__}")
