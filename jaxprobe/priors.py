@@ -102,11 +102,13 @@ class Gaussian:
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "covariance", covariance)
         object.__setattr__(self, "_cholesky", cholesky)
+        # L⁻¹, computed once on the host in float64: the log density is then one matvec. Inside a
+        # vmapped, scanned sampler XLA:CPU runs a batched triangular solve ~50× slower than the matmul.
+        object.__setattr__(self, "_inverse_cholesky", np.linalg.inv(cholesky))
         object.__setattr__(self, "_log_det", 2.0 * float(np.sum(np.log(np.diag(cholesky)))))
 
     def __call__(self, x: Array) -> Array:
-        cholesky = jnp.asarray(self._cholesky, x.dtype)
-        z = jax.scipy.linalg.solve_triangular(cholesky, x - self.mean.astype(x.dtype), lower=True)
+        z = jnp.asarray(self._inverse_cholesky, x.dtype) @ (x - self.mean.astype(x.dtype))
         return -0.5 * jnp.sum(z**2) - 0.5 * self._log_det - 0.5 * z.size * _LOG_2PI
 
     def sample(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:

@@ -27,7 +27,7 @@ import numpy as np
 from jaxprobe.engine import Samples, sample
 from jaxprobe.engine.api import canonicalize_key, known_samplers
 from jaxprobe.priors import DiagonalGaussian, StandardNormal
-from jaxprobe.reconstruct.priors import fast_logdensity, prior_moments
+from jaxprobe.reconstruct.priors import prior_moments
 from jaxprobe.reconstruct.victims import as_classifier
 from jaxprobe.target import check_temperature, gibbs
 from jaxprobe.types import LogDensityFn, PRNGKey
@@ -131,7 +131,7 @@ def reconstruction_logdensity(classifier: Any, prior: Any, *, temperature: float
     def negative_log_likelihood(z):
         return -jnp.sum(classifier.log_class_probabilities(features(z)))
 
-    prior_fn = fast_logdensity(prior)
+    prior_fn = prior
 
     def log_prior(z):
         return jnp.sum(jax.vmap(prior_fn)(features(z)))
