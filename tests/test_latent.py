@@ -55,8 +55,9 @@ def test_conv_transpose_matches_flax():
     params = jax.tree_util.tree_map(lambda a: a + jax.random.normal(jax.random.key(2), a.shape), params)
     reference = nn.ConvTranspose(5, (3, 3), strides=(2, 2), padding="SAME")
     assert jax.tree_util.tree_structure(reference.init(jax.random.key(1), x)) == jax.tree_util.tree_structure(params)
-    np.testing.assert_allclose(layer.apply(params, x), reference.apply(params, x), atol=2e-5)
-    np.testing.assert_allclose(layer.apply(params, x[0, 0]), reference.apply(params, x[0, 0]), atol=2e-5)
+    ours, flax_layer = jax.jit(layer.apply), jax.jit(reference.apply)
+    np.testing.assert_allclose(ours(params, x), flax_layer(params, x), atol=2e-5)
+    np.testing.assert_allclose(ours(params, x[0, 0]), flax_layer(params, x[0, 0]), atol=2e-5)
 
 
 def test_gaussian_kl_matches_monte_carlo():
@@ -98,6 +99,7 @@ def test_train_vae_learns_digits(digits_vae, digits):
     assert errors.mean() < 0.6 * baseline, (errors.mean(), baseline)
 
 
+@pytest.mark.slow
 def test_training_is_one_scan_compiled_once(digits, compile_counter):
     """All steps are one lax.scan (no Python loop), whatever num_steps; a repeat call does not recompile."""
     config = latent.VAEConfig((8, 8), 2, (4, 8))
@@ -192,6 +194,7 @@ def test_pushforward_composes_with_the_vae_decoder(digits_vae):
                                rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_latent_walk_starts_at_start_and_decodes_every_state(digits_vae):
     vae, _ = digits_vae
     probe = jaxprobe.probes.Probe(lambda x: jnp.sum(x))

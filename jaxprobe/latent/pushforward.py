@@ -125,6 +125,7 @@ def generate(
     num_samples: int,
     latent_dim: int | None = None,
     init: Any = None,
+    latent_probe: Callable | None = None,
     sampler: str = "mala",
     num_warmup: int = 500,
     **sample_options: Any,
@@ -146,6 +147,9 @@ def generate(
         Needed only when ``decoder`` is a plain callable and ``init`` is not given.
     init
         Initial latents ``(num_chains, latent_dim)``, e.g. encodings of real digits; default: N(0, I) draws.
+    latent_probe
+        An extra loss on z added to G∘φ, e.g. ``w * localize(z_anchor)`` to stay near the encoding
+        of a real digit (a two-norm localizer in latent space).
 
     Returns
     -------
@@ -167,8 +171,11 @@ def generate(
         latent_dim = shape[1]
     if latent_dim is None:
         raise ValueError("pass latent_dim (or init) when decoder is a plain callable")
+    latent_loss = pushforward(probe, decoder)
+    if latent_probe is not None:
+        latent_loss = latent_loss + as_probe(latent_probe, "latent_probe")
     samples = generate_in_data_space(
-        rng_key, pushforward(probe, decoder), temperature=temperature, num_chains=num_chains,
+        rng_key, latent_loss, temperature=temperature, num_chains=num_chains,
         num_samples=num_samples, init=init, prior=StandardNormal(event_shape=(latent_dim,)), dim=latent_dim,
         sampler=sampler, num_warmup=num_warmup, **sample_options)
     return LatentSamples(samples, decode_draws(decoder, samples.positions))
