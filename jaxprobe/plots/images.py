@@ -60,7 +60,7 @@ def image_grid(images: Any, path: str | os.PathLike, *, num_columns: int = 8, ti
             if titles is not None:
                 axis.set_title(titles[index], fontsize=7)
     if title:
-        figure.suptitle(title, fontsize=9)
+        figure.suptitle(title, fontsize=9, y=1.02 if titles is not None else 0.98)
     try:
         _save(figure, path)
     finally:
