@@ -1,6 +1,7 @@
 """jaxprobe: ask trained models questions by sampling p(x) ∝ exp(−G(x)/τ)·prior(x) with many chains in JAX."""
 
-from jaxprobe import constraints, datasets, engine, extract, models, plots, priors, probes, reconstruct, sweeps
+from jaxprobe import (constraints, datasets, engine, extract, latent, models, plots, priors, probes, reconstruct,
+                      sweeps)
 from jaxprobe.engine import Samples, sample
 from jaxprobe.generate import generate
 from jaxprobe.sweeps import sweep
@@ -9,4 +10,4 @@ from jaxprobe.target import gibbs
 __version__ = "0.1.0"
 
 __all__ = ["sample", "generate", "sweep", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets",
-           "plots", "engine", "extract", "reconstruct", "sweeps", "__version__"]
+           "plots", "engine", "extract", "latent", "reconstruct", "sweeps", "__version__"]

