@@ -240,3 +240,26 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
             assert "positions split 4 ways along P(None, 'chains')" in completed.stdout, completed.stdout
         outputs[count] = np.load(path)
     np.testing.assert_allclose(outputs[4], outputs[1], atol=1e-5)
+
+
+def test_host_rhat_and_ess_equal_blackjax():
+    """The sweep's NumPy R̂ / bulk ESS (computed after the program, vectorized over cells) equal BlackJAX's
+    rhat / ess_bulk on AR(1) chains of several autocorrelations, a non-converged cell, ties and a constant."""
+    from blackjax import diagnostics
+
+    from jaxprobe.sweeps.diagnostics import rhat_ess_bulk
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(3, 8, 51, 5))
+    for t in range(1, draws.shape[2]):
+        draws[:, :, t] += np.array([0.0, 0.5, 0.9, 0.99, 0.0]) * draws[:, :, t - 1]
+    draws[1, :2] += 3.0  # two chains elsewhere: R̂ well above 1
+    draws[2, :, :, 4] = np.round(draws[2, :, :, 4])  # many ties: average ranks
+    draws[0, :, :, 4] = 1.0  # constant: R̂ NaN, ESS 0
+    draws = draws.astype(np.float32)
+    rhat, ess = rhat_ess_bulk(draws)
+    expected_rhat = np.stack([jax.vmap(diagnostics.rhat, in_axes=2)(cell) for cell in draws])
+    expected_ess = np.stack([jax.vmap(diagnostics.ess_bulk, in_axes=2)(cell) for cell in draws])
+    np.testing.assert_allclose(rhat, expected_rhat, rtol=1e-5)
+    np.testing.assert_allclose(ess, expected_ess, rtol=1e-5)
+    assert np.isnan(rhat[0, 4]) and ess[0, 4] == 0.0 and rhat[1].min() > 1.3 and ess[0, 3] < ess[0, 0] / 10
