@@ -204,11 +204,15 @@ def test_bad_grids_are_rejected_before_compiling(grid, options, match, compile_c
 
 def test_probe_builder_that_needs_concrete_values_gets_a_clear_error(compile_counter):
     def needs_float(alpha):
-        return prediction_risky(lambda x: x[0], alpha=alpha)  # validates alpha with NumPy
+        scale = float(alpha)  # float() needs a concrete value
+        return Probe(lambda x: scale * x[0] ** 2)
 
+    call = lambda: jaxprobe.sweep(0, needs_float, {"alpha": [0.2, 0.4]}, temperature=1.0, num_chains=4,  # noqa
+                                  num_samples=5, num_warmup=5, dim=2, progress=False)
+    with pytest.raises(ValueError, match=r"static=\[\.\.\.\]"):
+        call()  # the first call also compiles the key handling (small eager ops) when run alone
     with compile_counter as counter, pytest.raises(ValueError, match=r"static=\[\.\.\.\]"):
-        jaxprobe.sweep(0, needs_float, {"alpha": [0.2, 0.4]}, temperature=1.0, num_chains=4, num_samples=5,
-                       num_warmup=5, dim=2, progress=False)
+        call()
     assert counter.count == 0
 
 
@@ -263,3 +267,25 @@ def test_host_rhat_and_ess_equal_blackjax():
     np.testing.assert_allclose(rhat, expected_rhat, rtol=1e-5)
     np.testing.assert_allclose(ess, expected_ess, rtol=1e-5)
     assert np.isnan(rhat[0, 4]) and ess[0, 4] == 0.0 and rhat[1].min() > 1.3 and ess[0, 3] < ess[0, 0] / 10
+
+
+def test_probe_constructors_accept_traced_hyperparameters():
+    """prediction_risky / fixed_label / localize / Probe * w with vmapped (traced) α, target, anchor and weights
+    equal the probes built from concrete values; an impossible traced value makes G NaN (the cell then fails)."""
+    model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))  # noqa: E731
+    classifier = lambda x: jax.nn.softmax(jnp.array([x[0], x[1], x[0] - x[1]]))  # noqa: E731
+    x = jnp.array([0.3, -0.2])
+    alphas, targets, weights = jnp.array([0.2, 0.5, jnp.nan]), jnp.array([0, 2, 3]), jnp.array([0.5, 2.0, -1.0])
+    anchors = jnp.array([[0.0, 1.0], [1.0, -1.0], [2.0, 0.5]])
+    risky = jax.vmap(lambda a: prediction_risky(model, a)(x))(alphas)
+    labels = jax.vmap(lambda t: jaxprobe.probes.fixed_label(classifier, t)(x))(targets)
+    localized = jax.vmap(lambda a, w: (w * localize(a, weights=jnp.ones(2) * w))(x))(anchors, weights)
+    for i in range(2):
+        assert np.isclose(risky[i], prediction_risky(model, float(alphas[i]))(x))
+        assert np.isclose(labels[i], jaxprobe.probes.fixed_label(classifier, int(targets[i]))(x))
+        w = float(weights[i])
+        assert np.isclose(localized[i], (w * localize(np.asarray(anchors[i]), weights=np.full(2, w)))(x), rtol=1e-6)
+    # α NaN, class 3 of 3 classes, a negative localizer weight: undefined, not silently another question.
+    assert np.isnan(risky[2]) and np.isnan(labels[2]) and np.isnan(localized[2])
+    with pytest.raises(ValueError, match="anchor must be a finite vector"):
+        jax.vmap(lambda a: localize(a)(x))(jnp.zeros((3, 2, 2)))
