@@ -292,3 +292,13 @@ def test_probe_constructors_accept_traced_hyperparameters():
     assert np.isnan(risky[2]) and np.isnan(labels[2]) and np.isnan(localized[2])
     with pytest.raises(ValueError, match="anchor must be a finite vector"):
         jax.vmap(lambda a: localize(a)(x))(jnp.zeros((3, 2, 2)))
+
+
+def test_a_fixed_probe_reuses_its_program(compile_counter):
+    """Sweeping the same Probe object again (a resumed sweep, a second look) compiles nothing new."""
+    options = dict(num_chains=4, num_samples=8, num_warmup=4, dim=2, progress=False)
+    first = jaxprobe.sweep(5, _LOCALIZE_AT_ZERO, {"temperature": [0.5, 1.0]}, **options)
+    with compile_counter as counter:
+        second = jaxprobe.sweep(5, _LOCALIZE_AT_ZERO, {"temperature": [0.5, 1.0]}, **options)
+    assert counter.count == 0 and second.num_compilations == 0 and first.num_compilations == 1
+    np.testing.assert_array_equal(first.samples[1].positions, second.samples[1].positions)

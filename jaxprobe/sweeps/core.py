@@ -151,6 +151,23 @@ _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConv
 # ------------------------------------------------------------------ the compiled program of one group
 
 
+class _FixedProbe:
+    """``build_probe`` for a fixed probe: equal for the same probe object, so a second sweep of the same probe
+    (e.g. a resumed one) reuses the compiled program instead of compiling again."""
+
+    def __init__(self, probe: Probe):
+        self.probe = probe
+
+    def __call__(self) -> Probe:
+        return self.probe
+
+    def __hash__(self) -> int:
+        return hash(id(self.probe))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _FixedProbe) and other.probe is self.probe
+
+
 class _Group(NamedTuple):
     static: tuple[tuple[str, Any], ...]  # static axis values shared by the group
     indices: list[int]  # grid indices of the group's pending cells
@@ -434,7 +451,7 @@ def sweep(
         fixed = as_probe(build_probe, "build_probe")
         if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
             raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
-        build_probe = lambda: fixed  # noqa: E731
+        build_probe = _FixedProbe(fixed)
     dtype = np.dtype(dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise TypeError("dtype float64 needs jax_enable_x64")
