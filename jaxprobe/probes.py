@@ -40,6 +40,16 @@ __all__ = [
 ]
 
 _LOG_FLOOR = 1e-12
+
+
+def _is_traced(value: Any) -> bool:
+    """Whether ``value`` is a JAX tracer (a hyperparameter vmapped or jitted over, e.g. a sweep's grid axis).
+
+    Traced hyperparameters cannot be checked by value before sampling; their
+    shapes and dtypes are still checked, and a bad value makes G(x) NaN so that
+    the run (or sweep cell) fails visibly instead of answering a different question.
+    """
+    return isinstance(value, jax.core.Tracer)
 CLASSIFICATION_LOSSES = ("cross_entropy", "squared")
 _CONTRAST_LOSSES = ("cross_entropy", "squared", "similarity")
 
@@ -66,6 +76,12 @@ class Probe:
     __radd__ = __add__
 
     def __mul__(self, scale: Any) -> "Probe":
+        if _is_traced(scale):  # a traced real scalar (e.g. a swept weight)
+            if jnp.shape(scale) != () or not jnp.issubdtype(jnp.result_type(scale), jnp.number) \
+                    or jnp.issubdtype(jnp.result_type(scale), jnp.complexfloating):
+                raise TypeError(f"a probe can only be multiplied by a real scalar, got a traced "
+                                f"{jnp.result_type(scale)} of shape {jnp.shape(scale)}")
+            return Probe(lambda x: scale * self.fn(x), f"(traced) * {self.name}")
         if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
             raise TypeError(f"a probe can only be multiplied by a real number, got {type(scale).__name__}")
         scale = float(scale)
@@ -168,16 +184,23 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2) -> Prob
     _check_model(model, "model")
     if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
         raise ValueError(f"r must be a real number >= 1, got {r!r}")
-    alpha_array = np.asarray(alpha, dtype=np.float64)
-    if not np.all(np.isfinite(alpha_array)):
-        raise ValueError(f"alpha must be finite, got {alpha!r}")
+    traced = _is_traced(alpha)
+    if traced:  # e.g. α as a sweep's grid axis: checked for finiteness when G is evaluated (NaN if not)
+        alpha_array = alpha
+    else:
+        alpha_array = np.asarray(alpha, dtype=np.float64)
+        if not np.all(np.isfinite(alpha_array)):
+            raise ValueError(f"alpha must be finite, got {alpha!r}")
 
     def risky(x):
         output = jnp.asarray(model(x))
         if alpha_array.ndim > output.ndim or any(
                 a not in (1, o) for a, o in zip(alpha_array.shape[::-1], output.shape[::-1])):
             raise ValueError(f"alpha of shape {alpha_array.shape} does not match the model output shape {output.shape}")
-        return jnp.sum(jnp.abs(output - alpha_array.astype(output.dtype)) ** r)
+        value = jnp.sum(jnp.abs(output - alpha_array.astype(output.dtype)) ** r)
+        if traced:
+            value = jnp.where(jnp.all(jnp.isfinite(alpha_array)), value, jnp.nan)
+        return value
 
     return Probe(risky, f"prediction_risky[r={r:g}]")
 
@@ -233,24 +256,38 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     """
     _check_model(model, "model")
     _check_choice("loss", loss, CLASSIFICATION_LOSSES)
-    target_array = np.asarray(target)
-    if not np.all(np.isfinite(target_array.astype(np.float64))):
-        raise ValueError(f"target must be finite, got {target!r}")
-    is_class_index = np.issubdtype(target_array.dtype, np.integer) and target_array.ndim == 0
-    if is_class_index and target_array < 0:
-        raise ValueError(f"target class index must be >= 0, got {int(target_array)}")
-    if loss == "cross_entropy" and not is_class_index:
-        if target_array.ndim != 1 or np.any(target_array < 0) or not np.isclose(target_array.sum(), 1.0):
-            raise ValueError("with loss='cross_entropy', target must be a class index or a probability vector "
-                             f"summing to 1, got {target!r}")
+    traced = _is_traced(target)
+    if traced:
+        # A traced target (e.g. a sweep's grid axis): shape and dtype are known, values are checked when G is
+        # evaluated, where an impossible target (class out of range, not a probability vector) gives NaN.
+        target_array = target
+        if not jnp.issubdtype(target.dtype, jnp.number) or jnp.issubdtype(target.dtype, jnp.complexfloating):
+            raise TypeError(f"target must be real, got a traced {target.dtype}")
+        is_class_index = jnp.issubdtype(target.dtype, jnp.integer) and target.ndim == 0
+    else:
+        target_array = np.asarray(target)
+        if not np.all(np.isfinite(target_array.astype(np.float64))):
+            raise ValueError(f"target must be finite, got {target!r}")
+        is_class_index = np.issubdtype(target_array.dtype, np.integer) and target_array.ndim == 0
+        if is_class_index and target_array < 0:
+            raise ValueError(f"target class index must be >= 0, got {int(target_array)}")
+        if loss == "cross_entropy" and not is_class_index:
+            if target_array.ndim != 1 or np.any(target_array < 0) or not np.isclose(target_array.sum(), 1.0):
+                raise ValueError("with loss='cross_entropy', target must be a class index or a probability vector "
+                                 f"summing to 1, got {target!r}")
 
     def one_model_loss(output):
         if loss == "squared" and not is_class_index and target_array.ndim <= jnp.ndim(output) \
                 and (jnp.ndim(output) == 0 or target_array.shape == jnp.shape(output)):
-            return jnp.sum((jnp.asarray(output) - target_array.astype(jnp.result_type(output))) ** 2)
+            value = jnp.sum((jnp.asarray(output) - target_array.astype(jnp.result_type(output))) ** 2)
+            return jnp.where(jnp.all(jnp.isfinite(target_array)), value, jnp.nan) if traced else value
         probabilities = _probabilities(output, from_logits)
         num_classes = probabilities.shape[0]
         if is_class_index:
+            if traced:
+                valid = (target_array >= 0) & (target_array < num_classes)
+                wanted = jax.nn.one_hot(target_array, num_classes, dtype=probabilities.dtype)
+                return jnp.where(valid, _classification_loss(loss, wanted, probabilities), jnp.nan)
             if int(target_array) >= num_classes:
                 raise ValueError(f"target class {int(target_array)} is out of range for {num_classes} classes")
             wanted = jax.nn.one_hot(int(target_array), num_classes, dtype=probabilities.dtype)
@@ -258,6 +295,11 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
             if target_array.shape != (num_classes,):
                 raise ValueError(f"target of shape {target_array.shape} does not match {num_classes} classes")
             wanted = target_array.astype(probabilities.dtype)
+            if traced:
+                valid = jnp.all(jnp.isfinite(wanted))
+                if loss == "cross_entropy":
+                    valid = valid & jnp.all(wanted >= 0) & (jnp.abs(jnp.sum(wanted) - 1.0) <= 1e-5)
+                return jnp.where(valid, _classification_loss(loss, wanted, probabilities), jnp.nan)
         return _classification_loss(loss, wanted, probabilities)
 
     if param_dist is None:
@@ -278,16 +320,18 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
     ``weights`` ``(d,)`` (default ones) must be ≥ 0: a weight of 0 frees a feature,
     a large weight pins it softly (use ``constraints.Fixed`` to pin it exactly).
     """
-    anchor_array = np.asarray(anchor, dtype=np.float64)
-    if anchor_array.ndim != 1 or not np.all(np.isfinite(anchor_array)):
+    # A traced anchor or weights (e.g. a sweep's grid axis) are checked when R is evaluated: NaN if invalid.
+    traced_anchor, traced_weights = _is_traced(anchor), _is_traced(weights)
+    anchor_array = anchor if traced_anchor else np.asarray(anchor, dtype=np.float64)
+    if anchor_array.ndim != 1 or not (traced_anchor or np.all(np.isfinite(anchor_array))):
         raise ValueError(f"anchor must be a finite vector (d,), got shape {anchor_array.shape}")
     if weights is None:
-        weight_array = np.ones_like(anchor_array)
+        weight_array = np.ones(anchor_array.shape)
     else:
-        weight_array = np.asarray(weights, dtype=np.float64)
+        weight_array = weights if traced_weights else np.asarray(weights, dtype=np.float64)
         if weight_array.shape != anchor_array.shape:
             raise ValueError(f"weights must have the anchor's shape {anchor_array.shape}, got {weight_array.shape}")
-        if not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0):
+        if not traced_weights and (not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0)):
             raise ValueError("weights must be finite and >= 0")
     if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
         raise ValueError(f"r must be a real number >= 1, got {r!r}")
@@ -296,6 +340,11 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
         if x.shape != anchor_array.shape:
             raise ValueError(f"localize: input of shape {x.shape} does not match the anchor's {anchor_array.shape}")
         a = anchor_array.astype(x.dtype)
-        return jnp.sum(weight_array.astype(x.dtype) * jnp.abs(x - a) ** r)
+        value = jnp.sum(weight_array.astype(x.dtype) * jnp.abs(x - a) ** r)
+        if traced_anchor or traced_weights:
+            valid = jnp.all(jnp.isfinite(anchor_array)) & jnp.all(jnp.isfinite(weight_array)) & jnp.all(
+                weight_array >= 0)
+            value = jnp.where(valid, value, jnp.nan)
+        return value
 
     return Probe(localizer, f"localize[r={r:g}]")

@@ -25,7 +25,6 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from blackjax import diagnostics
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxprobe._io import atomic_write
@@ -34,6 +33,7 @@ from jaxprobe.engine import core
 from jaxprobe.engine.api import canonicalize_key, chain_sharding, make_kernel
 from jaxprobe.engine.samples import Samples
 from jaxprobe.probes import Probe, as_probe
+from jaxprobe.sweeps.diagnostics import rhat_ess_bulk
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
     classify_axes
 
@@ -151,6 +151,23 @@ _TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConv
 # ------------------------------------------------------------------ the compiled program of one group
 
 
+class _FixedProbe:
+    """``build_probe`` for a fixed probe: equal for the same probe object, so a second sweep of the same probe
+    (e.g. a resumed one) reuses the compiled program instead of compiling again."""
+
+    def __init__(self, probe: Probe):
+        self.probe = probe
+
+    def __call__(self) -> Probe:
+        return self.probe
+
+    def __hash__(self) -> int:
+        return hash(id(self.probe))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _FixedProbe) and other.probe is self.probe
+
+
 class _Group(NamedTuple):
     static: tuple[tuple[str, Any], ...]  # static axis values shared by the group
     indices: list[int]  # grid indices of the group's pending cells
@@ -208,15 +225,6 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         probe_values = jax.vmap(jax.vmap(probe))(x)  # (N, C)
         chain_major_x = jnp.swapaxes(x, 0, 1)  # (C, N, d)
         chain_major_probe = jnp.swapaxes(probe_values, 0, 1)
-        if num_samples >= 4:
-            # Rank-normalized split R-hat and bulk ESS (BlackJAX) of every coordinate and of G(x), as one stack.
-            stacked = jnp.concatenate([chain_major_x, chain_major_probe[..., None].astype(dtype)], axis=2)
-            if mesh is not None:  # XLA:CPU's FFT rejects chain-sharded layouts: diagnose a replicated copy
-                stacked = jax.lax.with_sharding_constraint(stacked, NamedSharding(mesh, PartitionSpec()))
-            rhat = jax.vmap(diagnostics.rhat, in_axes=2)(stacked)
-            ess_bulk = jax.vmap(diagnostics.ess_bulk, in_axes=2)(stacked)
-        else:
-            rhat = ess_bulk = jnp.full((dim + 1,), jnp.nan, dtype)
         steps = num_samples * thin
         out = {
             "positions": chain_major_x,
@@ -228,8 +236,6 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             "num_nonfinite": stats.num_nonfinite,
             "num_gradient_evaluations": stats.num_gradient_evaluations,
             "step_size": jnp.broadcast_to(state.parameters["step_size"], (num_chains,)),
-            "rhat": rhat,
-            "ess_bulk": ess_bulk,
         }
         if "inverse_mass_matrix" in state.parameters:
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
@@ -445,7 +451,7 @@ def sweep(
         fixed = as_probe(build_probe, "build_probe")
         if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
             raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
-        build_probe = lambda: fixed  # noqa: E731
+        build_probe = _FixedProbe(fixed)
     dtype = np.dtype(dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise TypeError("dtype float64 needs jax_enable_x64")
@@ -520,7 +526,8 @@ def sweep(
                 tick = time.perf_counter()
                 try:
                     result = compiled(rng_key, *inputs)
-                    result = jax.tree.map(np.asarray, result)
+                    result = {name: np.asarray(value)[:len(chunk)] for name, value in result.items()}
+                    result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
                 except Exception as error:  # noqa: BLE001 - recorded per cell
                     message = f"{type(error).__name__}: {error}"
                     for index in chunk:
@@ -556,6 +563,16 @@ def sweep(
         _write_table(out, rows, axis_names)
     return SweepResult(rows=rows, samples=samples, out=out, num_compilations=num_compilations,
                        compile_seconds=compile_total, seconds=time.perf_counter() - started)
+
+
+def _diagnostics(result: dict[str, np.ndarray], num_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """R̂ and bulk ESS ``(cells, d + 1)`` of every coordinate and of G(x), on the host (see ``diagnostics``)."""
+    positions = result["positions"]  # (cells, C, N, d)
+    if num_samples < 4:
+        nan = np.full(positions.shape[:1] + (positions.shape[3] + 1,), np.nan)
+        return nan, nan
+    stacked = np.concatenate([positions, result["probe"][..., None].astype(positions.dtype)], axis=3)
+    return rhat_ess_bulk(stacked)
 
 
 class _SweepUsageError(Exception):

@@ -252,7 +252,7 @@ def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], value
         alpha = get("probe.alpha")
         binary = prepared.task == "binary"
         output = (lambda x: model.fn(x)[1]) if binary else model.fn  # P(class 1) for a binary classifier
-        probe = probes.prediction_risky(lambda x: output(x) - alpha, alpha=0.0, r=probe_settings["r"])
+        probe = probes.prediction_risky(output, alpha=alpha, r=probe_settings["r"])  # α may be traced
     elif probe_type == "model_contrast":
         probe = probes.model_contrast(model.fn, prepared.compare.fn, loss=loss)
     elif probe_type == "parameter_sensitive":
@@ -264,23 +264,14 @@ def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], value
         if regression:
             probe = probes.fixed_label(lambda x: model.fn(x) - target, 0.0, loss="squared")
         else:
-            # The target class may be traced: the loss is linear in the one-hot target, so it is the
-            # one-hot-weighted sum of the K per-class losses of ONE model evaluation.
-            def per_class(x):
-                output = model.fn(x)
-                losses = jnp.stack([probes.fixed_label(lambda _: output, k, loss=loss)(x)
-                                    for k in range(prepared.num_classes)])
-                return jnp.sum(jax.nn.one_hot(target, prepared.num_classes, dtype=losses.dtype) * losses)
-
-            probe = probes.Probe(per_class, f"fixed_label[{loss}]")
+            probe = probes.fixed_label(model.fn, target, loss=loss)  # the target class may be traced
 
     constraints = []
     if "localize" in settings:
         anchor = get("localize.anchor")
         weight = get("localize.weight")
-        at_zero = probes.localize(np.zeros(prepared.num_features), r=settings["localize"]["r"])
         anchors = jnp.asarray(prepared.z_test)
-        probe = probe + probes.Probe(lambda x: weight * at_zero(x - anchors[anchor]), "localize")
+        probe = probe + weight * probes.localize(anchors[anchor], r=settings["localize"]["r"])  # both may be traced
         fixed_names = settings["constraints"]["fixed"]
         if fixed_names:
             columns = list(prepared.dataset.columns_of(*fixed_names))
