@@ -97,6 +97,7 @@ class Oracle:
         self._values = jax.jit(jax.vmap(self._scores))
         self._gradients = jax.jit(jax.vmap(self._explain, in_axes=(0, None)), static_argnums=1)
         self._jacobians = jax.jit(jax.vmap(jax.jacrev(self._scores)))
+        self._values_and_gradients = jax.jit(jax.vmap(jax.value_and_grad(self._scores)))
 
     # ------------------------------------------------------------------ pure, one input
     def _scores(self, x: Array) -> Array:
@@ -165,6 +166,11 @@ class Oracle:
 
     def value_and_gradient(self, x: Any, output: int | str | None = None) -> tuple[Array, Array]:
         """Both answers for each row: one value query and one gradient query per row."""
+        if self.num_outputs is None:          # one forward pass for both answers; counted as both
+            x = self._rows(x)
+            self.num_value_queries += x.shape[0]
+            self.num_gradient_queries += x.shape[0]
+            return self._values_and_gradients(x)
         values = self.value(x)
         return values, self.gradient(x, output)
 
@@ -215,25 +221,31 @@ class Oracle:
     def _masked_values(self, x: Array, mask: Array) -> tuple[Array, Array]:
         """Traceable value queries for compiled loops: x (n, d), mask (n,) bool → (values (n,), count).
 
-        Only masked-in rows are answered (the others are zeros); the caller passes the count to
-        :meth:`_record` once its loop has run. Scalar victims only.
+        Only masked-in rows are answered (the others are zeros) and the victim runs on them only (gathered
+        into the smallest of a few fixed-size buffers that holds them, see :func:`_on_live_rows`); the
+        caller passes the count to :meth:`_record` once its loop has run. Scalar victims only.
         """
-        values = jax.vmap(self._scores)(x)
+        values = _on_live_rows(jax.vmap(self._scores), x, mask)
         return jnp.where(mask, values, 0.0), jnp.sum(mask).astype(jnp.int32)
 
-    def _masked_gradients(self, x: Array, values: Array, mask: Array, finite_difference_step: float | None
-                          ) -> tuple[Array, Array, Array]:
-        """Traceable gradient queries: x (n, d), values f(x) (n,), mask (n,) → (gradients, num_values,
-        num_gradients). With ``finite_difference_step`` the gradients are forward differences from the
-        already answered ``values``: d value queries per row and no gradient query."""
+    def _masked_values_and_gradients(self, x: Array, mask: Array, finite_difference_step: float | None
+                                     ) -> tuple[Array, Array, Array, Array]:
+        """Traceable value and gradient queries of the masked-in rows of x (n, d) → (values (n,),
+        gradients (n, d), num_values, num_gradients), evaluated on those rows only. With
+        ``finite_difference_step`` the gradients are forward differences from the values: d + 1 value
+        queries per row and no gradient query."""
+        count = jnp.sum(mask).astype(jnp.int32)
         if finite_difference_step is None:
-            gradients = jax.vmap(jax.grad(self._scores))(x)
-            num_values, num_gradients = jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32)
+            both = jax.vmap(jax.value_and_grad(self._scores))
+            num_values, num_gradients = count, count
         else:
-            gradients = _forward_differences(self._scores, x, values, finite_difference_step)
-            num_values = (x.shape[1] * jnp.sum(mask)).astype(jnp.int32)
-            num_gradients = jnp.zeros((), jnp.int32)
-        return jnp.where(mask[:, None], gradients, 0.0), num_values, num_gradients
+            def both(rows):
+                values = jax.vmap(self._scores)(rows)
+                return values, _forward_differences(self._scores, rows, values, finite_difference_step)
+            num_values, num_gradients = (x.shape[1] + 1) * count, jnp.zeros((), jnp.int32)
+        values, gradients = _on_live_rows(both, x, mask)
+        return (jnp.where(mask, values, 0.0), jnp.where(mask[:, None], gradients, 0.0), num_values,
+                num_gradients)
 
     def _record(self, num_values: Any, num_gradients: Any) -> None:
         self.num_value_queries += int(num_values)
@@ -243,6 +255,42 @@ class Oracle:
         outputs = "scalar" if self.num_outputs is None else f"{self.num_outputs} outputs"
         return (f"Oracle(input_dim={self.input_dim}, {outputs}, value queries={self.num_value_queries}, "
                 f"gradient queries={self.num_gradient_queries})")
+
+
+def _bucket_sizes(n: int) -> list[int]:
+    """Buffer sizes n, n/4, n/16, ... down to 64 to 256 rows: live rows are padded up to at most 4× their
+    number, or to 256 (a batch that small costs little, and every size is one more compiled copy of the victim)."""
+    sizes = [n]
+    while sizes[-1] > 256:
+        sizes.append(-(-sizes[-1] // 4))
+    return sizes[::-1]
+
+
+def _on_live_rows(fn: Callable[[Array], Any], x: Array, mask: Array) -> Any:
+    """fn (m, d) → arrays with leading axis m, run on the masked-in rows of x (n, d) only.
+
+    The live rows are gathered (live first, stable order) into the smallest buffer of
+    :func:`_bucket_sizes` that holds them, ``fn`` runs on that buffer, and the results are scattered
+    back to n rows (rows outside the buffer are zeros; the caller masks the rest). No live row: no call.
+    """
+    n = x.shape[0]
+    sizes = _bucket_sizes(n)
+    shapes = jax.eval_shape(fn, x)
+    order = jnp.argsort(~mask, stable=True)
+    count = jnp.sum(mask)
+
+    def nothing(x):
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def on(size):
+        def branch(x):
+            rows = order[:size]
+            out = fn(x[rows])
+            return jax.tree.map(lambda s, o: jnp.zeros(s.shape, s.dtype).at[rows].set(o), shapes, out)
+        return branch
+
+    branch = jnp.where(count == 0, 0, 1 + jnp.searchsorted(jnp.asarray(sizes), count))
+    return jax.lax.switch(branch, [nothing] + [on(size) for size in sizes], x)
 
 
 def _forward_differences(scores: Callable[[Array], Array], x: Array, values: Array, step: float) -> Array:

@@ -146,8 +146,8 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     def body(state, batch):
         (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used, num_values, num_gradients,
          iteration, overflow, narrow) = state
-        # one round works on `batch` intervals, open ones first (the others wait for the next round):
-        # the victim is evaluated on `batch` rows per query, not on the whole pool
+        # one round works on `batch` intervals, open ones first (the others wait for the next round);
+        # the oracle runs the victim on the live rows of a query only (gathered into a smaller buffer)
         selected = jnp.argsort(~is_open, stable=True)[:batch]
         active = is_open[selected]
         s_ta, s_tb, s_ga, s_gb = ta[selected], tb[selected], ga[selected], gb[selected]
@@ -168,8 +168,9 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
         after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
         check = active & inside
-        value_before, nv_before = oracle._masked_values(u + before[:, None] * v, check)
-        value_after, nv_after = oracle._masked_values(u + after[:, None] * v, check)
+        probes, nv_probes = oracle._masked_values(
+            u + jnp.concatenate([before, after])[:, None] * v, jnp.concatenate([check, check]))
+        value_before, value_after = probes[:batch], probes[batch:]
         scale = jnp.abs(s_ga) + jnp.abs(s_gb) + (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
         on_left = jnp.abs(value_before - (s_ga + slope_a * (before - s_ta))) <= value_tolerance * scale
         on_right = jnp.abs(value_after - (s_gb + slope_b * (after - s_tb))) <= value_tolerance * scale
@@ -179,9 +180,8 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast)
         query = jnp.where(inside, crossing, jnp.tan(0.5 * (theta_a + theta_b)))
         x = u[None, :] + query[:, None] * v[None, :]
-        values, nv_split = oracle._masked_values(x, split)
-        gradients, nv_gradient, ng = oracle._masked_gradients(x, values, split, finite_difference_step)
-        nv = nv_before + nv_after + nv_split + nv_gradient
+        values, gradients, nv_split, ng = oracle._masked_values_and_gradients(x, split, finite_difference_step)
+        nv = nv_probes + nv_split
         narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(s_ta) + jnp.abs(s_tb))))
         num_new = jnp.sum(split).astype(jnp.int32)
         overflow = overflow | (num_used + num_new > capacity)
@@ -222,6 +222,24 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
     state = jax.lax.while_loop(lambda s: cond(s, narrow_batch), lambda s: body(s, wide), state)
     return jax.lax.while_loop(lambda s: cond(s, 0), lambda s: body(s, narrow_batch), state)
+
+
+@jax.jit
+def _fold_padded(normals, linear):
+    """Solve (Z Zᵀ) q = Z ℓ by Cholesky for Z (m, d) whose all-zero rows are padding (their q is 0)."""
+    padding = jnp.all(normals == 0.0, axis=1)
+    gram = normals @ normals.T + jnp.diag(padding.astype(normals.dtype))
+    factor = jax.scipy.linalg.cho_factor(gram)
+    return jax.scipy.linalg.cho_solve(factor, normals @ linear)
+
+
+def _fold(normals: np.ndarray, linear: np.ndarray) -> np.ndarray:
+    """q with Zᵀ q ≈ ℓ from the h × h normal equations, in JAX (NumPy's threaded BLAS stalls on a busy
+    machine); h is padded to a power of two so that few shapes are compiled. NaN when singular."""
+    h = normals.shape[0]
+    padded = np.zeros((_capacity(h), normals.shape[1]))
+    padded[:h] = normals
+    return np.asarray(_fold_padded(padded, linear))[:h]
 
 
 def _capacity(n: int) -> int:
@@ -300,10 +318,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     if 0 < h <= d:
         # normal equations (h × h; a least-squares SVD of the d × h system costs ~100× more): any error
         # is caught by the rounding to {0, 1} and the exact residual check below
-        try:
-            q = np.linalg.solve(normals @ normals.T, normals @ linear)
-        except np.linalg.LinAlgError:
-            q = np.full(h, np.nan)
+        q = _fold(normals, linear)
         p = q * orientation
         close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
         q = np.round(p) * orientation
