@@ -465,7 +465,7 @@ def main(argv=None):
         result.update({key: old[key] for key in ("distill", "ratios", "not_run") if key in old})
         result["relu"] = sorted(keep + rerun, key=lambda r: (r["d"], r["h"], not r["bias"]))
         result["command"] = old["command"] + f" ; rows h = {args.only_h} rerun: {result['command']} --only-h " \
-            f"{args.only_h} (after a change to recover_relu's sign step, see the git log)"
+            f"{args.only_h} (after a change to recover_relu, see the git log)"
         args.skip_relu = args.skip_distill = True
     if not args.skip_relu:
         result["relu"] = relu_benchmark(grid, art_configs, art_time_limit=60.0,

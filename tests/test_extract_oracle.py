@@ -127,7 +127,8 @@ def test_masked_queries_answer_live_rows_only_and_count_them():
         values, count = masked(x, mask)
         np.testing.assert_allclose(values, jnp.where(mask, exact, 0.0), rtol=1e-6)
         assert int(count) == num_live
-        values, gradients, num_values, num_gradients = both(x, mask)
+        values, gradients, trusted, num_values, num_gradients = both(x, mask)
+        np.testing.assert_array_equal(trusted, mask)
         np.testing.assert_allclose(values, jnp.where(mask, exact, 0.0), rtol=1e-6)
         np.testing.assert_allclose(gradients, np.where(np.asarray(mask)[:, None], LINEAR, 0.0), rtol=1e-6)
         assert int(num_values) == int(num_gradients) == num_live
