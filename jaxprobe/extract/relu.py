@@ -259,27 +259,35 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
 
 
 @jax.jit
-def _fold_padded(normals, linear):
-    """Solve (Z Zᵀ) q = Z ℓ by Cholesky for Z (m, d) whose all-zero rows are padding (their q is 0)."""
-    padding = jnp.all(normals == 0.0, axis=1)
-    gram = normals @ normals.T + jnp.diag(padding.astype(normals.dtype))
-    factor = jax.scipy.linalg.cho_factor(gram)
+def _network_values(x, weights, biases, output_weights, output_bias, linear):
+    """f̂ on a batch (n, d) → (n,), in JAX (the check's matrix product; NumPy's threaded BLAS stalls)."""
+    return jax.nn.relu(x @ weights.T + biases) @ output_weights + x @ linear + output_bias
+
+
+@jax.jit
+def _fold_square(normals, linear, columns):
+    """q with Zᵀ q = ℓ from h of the d equations (the coordinates ``columns``): an h × h LU, no Gram."""
+    return jnp.linalg.solve(normals[:, columns].T, linear[columns])
+
+
+@jax.jit
+def _fold_normal(normals, linear):
+    """q from the h × h normal equations (Z Zᵀ) q = Z ℓ by Cholesky: all d equations, h²·d work."""
+    factor = jax.scipy.linalg.cho_factor(normals @ normals.T)
     return jax.scipy.linalg.cho_solve(factor, normals @ linear)
 
 
-def _fold(normals: np.ndarray, linear: np.ndarray) -> np.ndarray:
-    """q with Zᵀ q ≈ ℓ from the h × h normal equations, in JAX (NumPy's threaded BLAS stalls on a busy
-    machine); h is padded to a power of two so that few shapes are compiled. NaN when singular."""
-    h = normals.shape[0]
-    padded = np.zeros((_capacity(h), normals.shape[1]))
-    padded[:h] = normals
-    return np.asarray(_fold_padded(padded, linear))[:h]
+def _fold(normals: np.ndarray, linear: np.ndarray, is_exact) -> np.ndarray:
+    """q with Zᵀ q = ℓ (Z (h, d), h ≤ d), in JAX (NumPy's threaded BLAS stalls on a busy machine).
 
-
-@partial(jax.jit, static_argnames=("oracle", "finite_difference_step"))
-def _sweep_differences(oracle: Oracle, x, finite_difference_step: float):
-    """Values, checked forward-difference gradients and their trust flags at every sweep point."""
-    return oracle._masked_values_and_gradients(x, jnp.ones(x.shape[0], bool), finite_difference_step)
+    The consistent system is first solved on h coordinates drawn at random (h³ work instead of the
+    normal equations' h²·d); ``is_exact(q)`` (the caller's rounding and residual test on all d
+    equations) decides, and the normal equations are the fallback. NaN where singular."""
+    columns = np.sort(np.random.default_rng(0).permutation(normals.shape[1])[:normals.shape[0]])
+    q = np.asarray(_fold_square(normals, linear, columns))
+    if is_exact(q):
+        return q
+    return np.asarray(_fold_normal(normals, linear))
 
 
 def _capacity(n: int) -> int:
@@ -359,14 +367,17 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     # f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m; fold ℓ into the units when Z^T q = ℓ has q_i ∈ {0, κ_i}
     folded = False
     if 0 < h <= d:
-        # normal equations (h × h; a least-squares SVD of the d × h system costs ~100× more): any error
-        # is caught by the rounding to {0, 1} and the exact residual check below
-        q = _fold(normals, linear)
+        # h of the d equations, else the normal equations (a least-squares SVD of the d × h system costs
+        # ~100× more): any error is caught by the rounding to {0, 1} and the exact residual check
+        def rounds_exactly(q):
+            p = q * orientation
+            close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
+            residual = normals.T @ (np.round(p) * orientation) - linear
+            return bool(close and np.linalg.norm(residual) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale))
+
+        q = _fold(normals, linear, rounds_exactly)
         p = q * orientation
-        close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
-        q = np.round(p) * orientation
-        exact = np.linalg.norm(normals.T @ q - linear) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale)
-        if close and exact:
+        if rounds_exactly(q):
             active_up = np.round(p) == 1.0
             intercept = intercept - np.round(p) * orientation @ offsets
             sign = np.where(active_up, 1.0, -1.0)
@@ -383,8 +394,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     scales = np.repeat(np.array([0.1, 1.0, 10.0, 100.0]), int(np.ceil(num_check_queries / 4)))[:num_check_queries]
     check = np.asarray(jax.random.normal(key_check, (num_check_queries, d), jnp.float64)) * scales[:, None]
     truth = np.asarray(oracle.value(check), np.float64)
-    network = RecoveredReLU(**recovered, info={})
-    error = np.max(np.abs(network(check) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+    error = np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
     info["check_relative_error"] = float(error)
     if not error <= check_tolerance:
         return None, f"check against {num_check_queries} fresh value queries failed (relative error {error:.2e})", info
