@@ -290,6 +290,12 @@ def _fold(normals: np.ndarray, linear: np.ndarray, is_exact) -> np.ndarray:
     return np.asarray(_fold_normal(normals, linear))
 
 
+@partial(jax.jit, static_argnames=("oracle", "finite_difference_step"))
+def _sweep_differences(oracle: Oracle, x, finite_difference_step: float):
+    """Values, checked forward-difference gradients and their trust flags at every sweep point."""
+    return oracle._masked_values_and_gradients(x, jnp.ones(x.shape[0], bool), finite_difference_step)
+
+
 def _capacity(n: int) -> int:
     return int(2 ** int(np.ceil(np.log2(max(n, 16)))))
 
