@@ -112,3 +112,24 @@ def test_bad_input_is_rejected_before_any_query(classifier):
         Oracle("model", D)
     with pytest.raises(ValueError, match="scalar output"):
         Oracle(linear_victim, D).gradient(np.zeros((1, D)), output=0)
+
+
+def test_masked_queries_answer_live_rows_only_and_count_them():
+    """The compiled loops' queries gather the live rows into the smallest fixed-size buffer (1024 rows:
+    buffers of 256 and 1024): every live row gets the victim's answer, every other row a zero."""
+    oracle = Oracle(linear_victim, D)
+    x = jnp.asarray(RNG.normal(size=(1024, D)), jnp.float32)
+    exact = jax.vmap(linear_victim)(x)
+    masked = jax.jit(oracle._masked_values)
+    both = jax.jit(lambda x, m: oracle._masked_values_and_gradients(x, m, None))
+    for num_live in (0, 3, 300, 1024):
+        mask = jnp.asarray(RNG.permutation(1024) < num_live)
+        values, count = masked(x, mask)
+        np.testing.assert_allclose(values, jnp.where(mask, exact, 0.0), rtol=1e-6)
+        assert int(count) == num_live
+        values, gradients, trusted, num_values, num_gradients = both(x, mask)
+        np.testing.assert_array_equal(trusted, mask)
+        np.testing.assert_allclose(values, jnp.where(mask, exact, 0.0), rtol=1e-6)
+        np.testing.assert_allclose(gradients, np.where(np.asarray(mask)[:, None], LINEAR, 0.0), rtol=1e-6)
+        assert int(num_values) == int(num_gradients) == num_live
+    assert oracle.num_value_queries == oracle.num_gradient_queries == 0     # counted by the caller's _record

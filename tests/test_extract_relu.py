@@ -146,3 +146,15 @@ def test_gradient_queries_per_unit_flat_in_d(d, h):
     network = recover_relu(oracle, jax.random.key(6), hidden_dim=h)
     assert relative_error(network, truth, d) < 1e-6
     assert oracle.num_gradient_queries / h < 6
+
+
+@pytest.mark.slow
+def test_finite_difference_variant_with_dense_kinks():
+    """h = 512 units on d = 10: kinks on the line closer than a finite-difference step, in pairs whose
+    outer lines cross outside them (the cases that made the value-only variant fail before)."""
+    d, h = 10, 512
+    victim, truth, _ = relu_net(8, d, h, True)
+    oracle = x64_oracle(victim, d)
+    network = recover_relu(oracle, jax.random.key(7), hidden_dim=h, finite_differences=True)
+    assert oracle.num_gradient_queries == 0
+    assert relative_error(network, truth, d) < 1e-6

@@ -97,6 +97,7 @@ class Oracle:
         self._values = jax.jit(jax.vmap(self._scores))
         self._gradients = jax.jit(jax.vmap(self._explain, in_axes=(0, None)), static_argnums=1)
         self._jacobians = jax.jit(jax.vmap(jax.jacrev(self._scores)))
+        self._values_and_gradients = jax.jit(jax.vmap(jax.value_and_grad(self._scores)))
 
     # ------------------------------------------------------------------ pure, one input
     def _scores(self, x: Array) -> Array:
@@ -165,6 +166,11 @@ class Oracle:
 
     def value_and_gradient(self, x: Any, output: int | str | None = None) -> tuple[Array, Array]:
         """Both answers for each row: one value query and one gradient query per row."""
+        if self.num_outputs is None:          # one forward pass for both answers; counted as both
+            x = self._rows(x)
+            self.num_value_queries += x.shape[0]
+            self.num_gradient_queries += x.shape[0]
+            return self._values_and_gradients(x)
         values = self.value(x)
         return values, self.gradient(x, output)
 
@@ -215,25 +221,40 @@ class Oracle:
     def _masked_values(self, x: Array, mask: Array) -> tuple[Array, Array]:
         """Traceable value queries for compiled loops: x (n, d), mask (n,) bool → (values (n,), count).
 
-        Only masked-in rows are answered (the others are zeros); the caller passes the count to
-        :meth:`_record` once its loop has run. Scalar victims only.
+        Only masked-in rows are answered (the others are zeros) and the victim runs on them only (gathered
+        into the smallest of a few fixed-size buffers that holds them, see :func:`_on_live_rows`); the
+        caller passes the count to :meth:`_record` once its loop has run. Scalar victims only.
         """
-        values = jax.vmap(self._scores)(x)
+        values = _on_live_rows(lambda rows: jax.vmap(self._scores)(rows), (x,), mask)
         return jnp.where(mask, values, 0.0), jnp.sum(mask).astype(jnp.int32)
 
-    def _masked_gradients(self, x: Array, values: Array, mask: Array, finite_difference_step: float | None
-                          ) -> tuple[Array, Array, Array]:
-        """Traceable gradient queries: x (n, d), values f(x) (n,), mask (n,) → (gradients, num_values,
-        num_gradients). With ``finite_difference_step`` the gradients are forward differences from the
-        already answered ``values``: d value queries per row and no gradient query."""
+    def _masked_values_and_gradients(self, x: Array, mask: Array, finite_difference_step: float | None,
+                                     step_scale: Array | None = None) -> tuple[Array, Array, Array, Array, Array]:
+        """Traceable value and gradient queries of the masked-in rows of x (n, d) → (values (n,),
+        gradients (n, d), trusted (n,) bool, num_values, num_gradients), evaluated on those rows only.
+
+        With ``finite_difference_step`` the gradients are forward differences from the values, checked
+        by one more value query per row (:func:`_verify_differences`): d + 2 value queries per row, no
+        gradient query; ``trusted`` is False where a kink lay within a step (the gradient is then wrong).
+        ``step_scale`` (n,) in (0, 1] shrinks each row's step (near close kinks). Exact gradients are
+        always trusted."""
+        step_scale = jnp.ones(x.shape[0], x.dtype) if step_scale is None else step_scale
+        count = jnp.sum(mask).astype(jnp.int32)
         if finite_difference_step is None:
-            gradients = jax.vmap(jax.grad(self._scores))(x)
-            num_values, num_gradients = jnp.zeros((), jnp.int32), jnp.sum(mask).astype(jnp.int32)
+            def both(rows, scale):
+                values, gradients = jax.vmap(jax.value_and_grad(self._scores))(rows)
+                return values, gradients, jnp.ones(rows.shape[0], bool)
+            num_values, num_gradients = count, count
         else:
-            gradients = _forward_differences(self._scores, x, values, finite_difference_step)
-            num_values = (x.shape[1] * jnp.sum(mask)).astype(jnp.int32)
-            num_gradients = jnp.zeros((), jnp.int32)
-        return jnp.where(mask[:, None], gradients, 0.0), num_values, num_gradients
+            def both(rows, scale):
+                values = jax.vmap(self._scores)(rows)
+                gradients = _forward_differences(self._scores, rows, values, finite_difference_step, scale)
+                trusted = _verify_differences(self._scores, rows, values, gradients, finite_difference_step, scale)
+                return values, gradients, trusted
+            num_values, num_gradients = (x.shape[1] + 2) * count, jnp.zeros((), jnp.int32)
+        values, gradients, trusted = _on_live_rows(both, (x, step_scale), mask)
+        return (jnp.where(mask, values, 0.0), jnp.where(mask[:, None], gradients, 0.0), trusted & mask,
+                num_values, num_gradients)
 
     def _record(self, num_values: Any, num_gradients: Any) -> None:
         self.num_value_queries += int(num_values)
@@ -245,12 +266,69 @@ class Oracle:
                 f"gradient queries={self.num_gradient_queries})")
 
 
-def _forward_differences(scores: Callable[[Array], Array], x: Array, values: Array, step: float) -> Array:
-    """(f(x + h e_j) − f(x)) / h for every row and coordinate: x (n, d), values (n,) → (n, d)."""
+def _bucket_sizes(n: int) -> list[int]:
+    """Buffer sizes n, n/4, n/16, ... down to 64 to 256 rows: live rows are padded up to at most 4× their
+    number, or to 256 (a batch that small costs little, and every size is one more compiled copy of the victim)."""
+    sizes = [n]
+    while sizes[-1] > 256:
+        sizes.append(-(-sizes[-1] // 4))
+    return sizes[::-1]
+
+
+def _on_live_rows(fn: Callable[..., Any], args: tuple, mask: Array) -> Any:
+    """fn(*rows) → arrays with leading axis m, run on the masked-in rows of ``args`` (arrays of n rows) only.
+
+    The live rows are gathered (live first, stable order) into the smallest buffer of
+    :func:`_bucket_sizes` that holds them, ``fn`` runs on that buffer, and the results are scattered
+    back to n rows (rows outside the buffer are zeros; the caller masks the rest). No live row: no call.
+    """
+    n = mask.shape[0]
+    sizes = _bucket_sizes(n)
+    shapes = jax.eval_shape(fn, *args)
+    order = jnp.argsort(~mask, stable=True)
+    count = jnp.sum(mask)
+
+    def nothing(*args):
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def on(size):
+        def branch(*args):
+            rows = order[:size]
+            out = fn(*(a[rows] for a in args))
+            return jax.tree.map(lambda s, o: jnp.zeros(s.shape, s.dtype).at[rows].set(o), shapes, out)
+        return branch
+
+    branch = jnp.where(count == 0, 0, 1 + jnp.searchsorted(jnp.asarray(sizes), count))
+    return jax.lax.switch(branch, [nothing] + [on(size) for size in sizes], *args)
+
+
+def _forward_differences(scores: Callable[[Array], Array], x: Array, values: Array, step: float,
+                         scale: Array | None = None) -> Array:
+    """(f(x + h e_j) − f(x)) / h for every row and coordinate: x (n, d), values (n,) → (n, d);
+    h = step · max(1, ‖x‖∞) · scale (scale (n,), default 1)."""
     d = x.shape[1]
     steps = step * jnp.maximum(1.0, jnp.max(jnp.abs(x), axis=1))          # relative to the row's size
+    steps = steps if scale is None else steps * scale
     shifted = jax.vmap(lambda row, h: jax.vmap(scores)(row + h * jnp.eye(d, dtype=x.dtype)))(x, steps)
     return (shifted - values[:, None]) / steps[:, None]
+
+
+def _verify_differences(scores: Callable[[Array], Array], x: Array, values: Array, gradients: Array,
+                        step: float, scale: Array) -> Array:
+    """One value query per row checks forward differences of a piecewise-linear f: (n,) bool.
+
+    A kink within a step h of x along coordinate j makes entry j of the difference quotient wrong. The
+    check compares f(x + 3h·r) (r a fixed ±1 direction) with f(x) + 3h·g·r: a wrong entry moves the
+    prediction by 3h·|Δg_j|, far above the rounding of f (≈ 1e-16 of its terms) unless Δg_j is
+    negligible. A kink between x and x + 3h·r fails the check too (a harmless false alarm).
+    """
+    d = x.shape[1]
+    direction = jnp.asarray(np.where(np.random.default_rng(0).random(d) < 0.5, -1.0, 1.0), x.dtype)
+    steps = 3.0 * step * jnp.maximum(1.0, jnp.max(jnp.abs(x), axis=1)) * scale
+    probe = jax.vmap(scores)(x + steps[:, None] * direction)
+    predicted = values + steps * (gradients @ direction)
+    scale = jnp.abs(values) + jnp.abs(probe) + steps * jnp.sum(jnp.abs(gradients), axis=1)
+    return jnp.abs(probe - predicted) <= 1e-10 * scale
 
 
 @partial(jax.jit, static_argnames=("oracle", "num_samples", "output"))

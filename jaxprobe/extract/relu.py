@@ -144,14 +144,14 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         return jnp.linalg.norm(right - left, axis=-1) > gradient_tolerance * gradient_scale
 
     def body(state, batch):
-        (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used, num_values, num_gradients,
+        (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, tries, num_used, num_values, num_gradients,
          iteration, overflow, narrow) = state
-        # one round works on `batch` intervals, open ones first (the others wait for the next round):
-        # the victim is evaluated on `batch` rows per query, not on the whole pool
+        # one round works on `batch` intervals, open ones first (the others wait for the next round);
+        # the oracle runs the victim on the live rows of a query only (gathered into a smaller buffer)
         selected = jnp.argsort(~is_open, stable=True)[:batch]
         active = is_open[selected]
         s_ta, s_tb, s_ga, s_gb = ta[selected], tb[selected], ga[selected], gb[selected]
-        s_grad_a, s_grad_b = grad_a[selected], grad_b[selected]
+        s_grad_a, s_grad_b, s_tries = grad_a[selected], grad_b[selected], tries[selected]
         slope_a, slope_b = s_grad_a @ v, s_grad_b @ v
         denominator = slope_a - slope_b
         safe = jnp.abs(denominator) > 1e-13 * (jnp.abs(slope_a) + jnp.abs(slope_b)) + _TINY
@@ -167,21 +167,53 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         # right line just after it (with two or more kinks one of the two is off by |Δslope|·δ)
         before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
         after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
+        # and halfway between each end and the crossing: when two kinks bend oppositely their outer lines
+        # cross outside them, where f sits on both lines; the far probe then lies off its line by
+        # |Δslope| times half the interval, not by |Δslope|·δ (the tolerance that noisy finite-difference
+        # slopes need would let the near probes pass)
+        # With finite differences (looser tolerance) a ladder of probes at 10^-k of the way to each end:
+        # two kinks k1 < k2 whose outer lines cross at c < k1 leave f off the right line by up to
+        # |Δslope_2|·(k2 − k1) near k1, and one rung lands within a factor 10 of that
+        fractions = jnp.asarray([0.5] if finite_difference_step is None else [0.5, 0.2, 1e-1, 1e-2, 1e-3, 1e-4], dtype)
+        lefts = jnp.tan(theta_cross[None] - fractions[:, None] * (theta_cross - theta_a)[None])    # (k, batch)
+        rights = jnp.tan(theta_cross[None] + fractions[:, None] * (theta_b - theta_cross)[None])
         check = active & inside
-        value_before, nv_before = oracle._masked_values(u + before[:, None] * v, check)
-        value_after, nv_after = oracle._masked_values(u + after[:, None] * v, check)
-        scale = jnp.abs(s_ga) + jnp.abs(s_gb) + (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
-        on_left = jnp.abs(value_before - (s_ga + slope_a * (before - s_ta))) <= value_tolerance * scale
-        on_right = jnp.abs(value_after - (s_gb + slope_b * (after - s_tb))) <= value_tolerance * scale
+        num_rungs = fractions.shape[0]
+        where = jnp.concatenate([before, after, lefts.ravel(), rights.ravel()])
+        probes, nv_probes = oracle._masked_values(u + where[:, None] * v, jnp.tile(check, 2 + 2 * num_rungs))
+        value_before, value_after = probes[:batch], probes[batch:2 * batch]
+        value_lefts = probes[2 * batch:(2 + num_rungs) * batch].reshape(num_rungs, batch)
+        value_rights = probes[(2 + num_rungs) * batch:].reshape(num_rungs, batch)
+        # allowed: the rounding of f (1e-12 of it) plus the slopes' error (value_tolerance of them, 1e-12
+        # for exact gradients, more for finite differences) times the interval's width
+        allowed = 1e-12 * (jnp.abs(s_ga) + jnp.abs(s_gb)) + value_tolerance * (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
+
+        def on_line(value, t, t_end, value_end, slope):
+            return jnp.abs(value - (value_end + slope * (t - t_end))) <= allowed
+
+        on_left = on_line(value_before, before, s_ta, s_ga, slope_a) & jnp.all(
+            on_line(value_lefts, lefts, s_ta, s_ga, slope_a), axis=0)
+        on_right = on_line(value_after, after, s_tb, s_gb, slope_b) & jnp.all(
+            on_line(value_rights, rights, s_tb, s_gb, slope_b), axis=0)
         single = check & on_left & on_right
-        split = active & ~single
+        queried = active & ~single
         # otherwise split at the crossing (between the outer kinks when they bend alike) or the midpoint
-        # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast)
-        query = jnp.where(inside, crossing, jnp.tan(0.5 * (theta_a + theta_b)))
+        # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast);
+        # after an untrusted finite-difference gradient (a kink within its step), at other fractions
+        fraction = jnp.asarray([0.5, 0.31, 0.69, 0.43, 0.57], dtype)[s_tries % 5]
+        query = jnp.where(inside & (s_tries == 0), crossing, jnp.tan(theta_a + fraction * theta_width))
         x = u[None, :] + query[:, None] * v[None, :]
-        values, nv_split = oracle._masked_values(x, split)
-        gradients, nv_gradient, ng = oracle._masked_gradients(x, values, split, finite_difference_step)
-        nv = nv_before + nv_after + nv_split + nv_gradient
+        # finite differences: a step well inside the interval (in x, the step is ≤ 5% of the distance
+        # along the line to either end), so that kinks close together on the line stay out of it
+        room = jnp.minimum(query - s_ta, s_tb - query) * jnp.linalg.norm(v)
+        base = (finite_difference_step or 1.0) * jnp.maximum(1.0, jnp.max(jnp.abs(x), axis=1))
+        # (and a tenth of it after each untrusted try, against kinks near in another direction)
+        step_scale = jnp.clip(0.05 * room / base, 1e-4, 1.0) * 0.1 ** jnp.minimum(s_tries, 3).astype(dtype)
+        values, gradients, trusted, nv_split, ng = oracle._masked_values_and_gradients(
+            x, queried, finite_difference_step, step_scale)
+        split = queried & trusted
+        retried = queried & ~trusted                        # stays open, queried elsewhere next round
+        nv = nv_probes + nv_split
         narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(s_ta) + jnp.abs(s_tb))))
         num_new = jnp.sum(split).astype(jnp.int32)
         overflow = overflow | (num_used + num_new > capacity)
@@ -195,6 +227,7 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         is_open = is_open.at[selected].set(jnp.where(split, changed(s_grad_a, gradients), active & ~single))
         done = done.at[selected].set(done[selected] | single)
         kink = kink.at[selected].set(jnp.where(single, refined, kink[selected]))
+        tries = tries.at[selected].set(jnp.where(retried, s_tries + 1, jnp.where(split, 0, s_tries)))
         # then the right children [query, tb] in fresh slots (after: a selected free slot may be one)
         target = jnp.where(split, num_used + jnp.cumsum(split) - 1, capacity)
         ta = ta.at[target].set(query, mode="drop")
@@ -205,23 +238,62 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         grad_b = grad_b.at[target].set(s_grad_b, mode="drop")
         is_open = is_open.at[target].set(changed(gradients, s_grad_b), mode="drop")
         done = done.at[target].set(False, mode="drop")
-        return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, num_used + num_new, num_values + nv,
+        tries = tries.at[target].set(0, mode="drop")
+        return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, tries, num_used + num_new, num_values + nv,
                 num_gradients + ng, iteration + 1, overflow, narrow)
 
     def cond(state, batch_below):
-        (_, _, _, _, _, _, is_open, _, _, _, _, _, iteration, overflow, narrow) = state
+        (_, _, _, _, _, _, is_open, _, _, _, _, _, _, iteration, overflow, narrow) = state
         running = jnp.any(is_open) & (iteration < max_iterations) & ~overflow & ~narrow
         # the first loop hands over to the narrower one once the open intervals fit in it
         return running & (jnp.sum(is_open) > batch_below)
 
     zero = jnp.zeros((), jnp.int32)
     state = (ta, tb, ga, gb, grad_a, grad_b, is_open, jnp.zeros(capacity, bool), jnp.zeros(capacity, dtype),
-             num_used, zero, zero, zero, jnp.zeros((), bool), jnp.zeros((), bool))
+             jnp.zeros(capacity, jnp.int32), num_used, zero, zero, zero, jnp.zeros((), bool), jnp.zeros((), bool))
     # rounds on a quarter of the pool while many intervals are open, then on a thirty-second of it:
     # the victim is evaluated on roughly as many rows as there are intervals to work on
     wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
     state = jax.lax.while_loop(lambda s: cond(s, narrow_batch), lambda s: body(s, wide), state)
     return jax.lax.while_loop(lambda s: cond(s, 0), lambda s: body(s, narrow_batch), state)
+
+
+@jax.jit
+def _network_values(x, weights, biases, output_weights, output_bias, linear):
+    """f̂ on a batch (n, d) → (n,), in JAX (the check's matrix product; NumPy's threaded BLAS stalls)."""
+    return jax.nn.relu(x @ weights.T + biases) @ output_weights + x @ linear + output_bias
+
+
+@jax.jit
+def _fold_square(normals, linear, columns):
+    """q with Zᵀ q = ℓ from h of the d equations (the coordinates ``columns``): an h × h LU, no Gram."""
+    return jnp.linalg.solve(normals[:, columns].T, linear[columns])
+
+
+@jax.jit
+def _fold_normal(normals, linear):
+    """q from the h × h normal equations (Z Zᵀ) q = Z ℓ by Cholesky: all d equations, h²·d work."""
+    factor = jax.scipy.linalg.cho_factor(normals @ normals.T)
+    return jax.scipy.linalg.cho_solve(factor, normals @ linear)
+
+
+def _fold(normals: np.ndarray, linear: np.ndarray, is_exact) -> np.ndarray:
+    """q with Zᵀ q = ℓ (Z (h, d), h ≤ d), in JAX (NumPy's threaded BLAS stalls on a busy machine).
+
+    The consistent system is first solved on h coordinates drawn at random (h³ work instead of the
+    normal equations' h²·d); ``is_exact(q)`` (the caller's rounding and residual test on all d
+    equations) decides, and the normal equations are the fallback. NaN where singular."""
+    columns = np.sort(np.random.default_rng(0).permutation(normals.shape[1])[:normals.shape[0]])
+    q = np.asarray(_fold_square(normals, linear, columns))
+    if is_exact(q):
+        return q
+    return np.asarray(_fold_normal(normals, linear))
+
+
+@partial(jax.jit, static_argnames=("oracle", "finite_difference_step"))
+def _sweep_differences(oracle: Oracle, x, finite_difference_step: float):
+    """Values, checked forward-difference gradients and their trust flags at every sweep point."""
+    return oracle._masked_values_and_gradients(x, jnp.ones(x.shape[0], bool), finite_difference_step)
 
 
 def _capacity(n: int) -> int:
@@ -241,9 +313,12 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     if finite_difference_step is None:
         values, gradients = oracle.value_and_gradient(x)
     else:
-        values = oracle.value(x)
-        gradients = oracle.finite_difference_gradient(x, step=finite_difference_step)
-        oracle.num_value_queries -= x.shape[0]     # f(x) was just queried: forward differences reuse it
+        oracle._rows(x)
+        values, gradients, trusted, num_values, _ = _sweep_differences(oracle, jnp.asarray(x), finite_difference_step)
+        oracle._record(num_values, 0)
+        # a sweep point with a kink within its step has a wrong gradient: left out (its neighbours bracket)
+        trusted = np.asarray(trusted)
+        t, x, values, gradients = t[trusted], x[trusted], np.asarray(values)[trusted], np.asarray(gradients)[trusted]
     values, gradients = np.asarray(values, np.float64), np.asarray(gradients, np.float64)
     gradient_scale = float(np.max(np.linalg.norm(gradients, axis=1))) + _TINY
     jumps = np.linalg.norm(np.diff(gradients, axis=0), axis=1) > gradient_tolerance * gradient_scale
@@ -263,10 +338,10 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
                      pad(gradients[brackets + 1]), jnp.asarray(is_open), jnp.asarray(num_brackets, jnp.int32),
                      gradient_scale, gradient_tolerance, value_tolerance, probe, 1e-12,
                      max_iterations=max_iterations, finite_difference_step=finite_difference_step)
-    (ta, tb, ga, gb, grad_a, grad_b, still_open, done, kink, num_used, num_values, num_gradients, iterations,
+    (ta, tb, ga, gb, grad_a, grad_b, still_open, done, kink, _, num_used, num_values, num_gradients, iterations,
      overflow, narrow) = jax.device_get(state)
     oracle._record(num_values, num_gradients)
-    info = {"sweep_points": int(t.size), "brackets": int(num_brackets), "iterations": int(iterations)}
+    info = {"sweep_points": int(num_sweep_points), "sweep_points_used": int(t.size), "brackets": int(num_brackets), "iterations": int(iterations)}
     if overflow:
         return None, f"interval pool of {capacity} overflowed ({num_brackets} brackets from {num_sweep_points} " \
                      "sweep points): more units than expected", info
@@ -298,17 +373,17 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     # f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m; fold ℓ into the units when Z^T q = ℓ has q_i ∈ {0, κ_i}
     folded = False
     if 0 < h <= d:
-        # normal equations (h × h; a least-squares SVD of the d × h system costs ~100× more): any error
-        # is caught by the rounding to {0, 1} and the exact residual check below
-        try:
-            q = np.linalg.solve(normals @ normals.T, normals @ linear)
-        except np.linalg.LinAlgError:
-            q = np.full(h, np.nan)
+        # h of the d equations, else the normal equations (a least-squares SVD of the d × h system costs
+        # ~100× more): any error is caught by the rounding to {0, 1} and the exact residual check
+        def rounds_exactly(q):
+            p = q * orientation
+            close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
+            residual = normals.T @ (np.round(p) * orientation) - linear
+            return bool(close and np.linalg.norm(residual) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale))
+
+        q = _fold(normals, linear, rounds_exactly)
         p = q * orientation
-        close = np.all(np.minimum(np.abs(p), np.abs(p - 1.0)) < 1e-6)
-        q = np.round(p) * orientation
-        exact = np.linalg.norm(normals.T @ q - linear) <= 1e-9 * (np.linalg.norm(linear) + gradient_scale)
-        if close and exact:
+        if rounds_exactly(q):
             active_up = np.round(p) == 1.0
             intercept = intercept - np.round(p) * orientation @ offsets
             sign = np.where(active_up, 1.0, -1.0)
@@ -325,8 +400,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     scales = np.repeat(np.array([0.1, 1.0, 10.0, 100.0]), int(np.ceil(num_check_queries / 4)))[:num_check_queries]
     check = np.asarray(jax.random.normal(key_check, (num_check_queries, d), jnp.float64)) * scales[:, None]
     truth = np.asarray(oracle.value(check), np.float64)
-    network = RecoveredReLU(**recovered, info={})
-    error = np.max(np.abs(network(check) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+    error = np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
     info["check_relative_error"] = float(error)
     if not error <= check_tolerance:
         return None, f"check against {num_check_queries} fresh value queries failed (relative error {error:.2e})", info
@@ -335,7 +409,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
 
 def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = None,
                  num_sweep_points: int | None = None, finite_differences: bool = False,
-                 finite_difference_step: float = 1e-6, max_attempts: int = 3, num_check_queries: int = 64,
+                 finite_difference_step: float = 1e-4, max_attempts: int = 3, num_check_queries: int = 64,
                  check_tolerance: float | None = None, max_iterations: int = 200) -> RecoveredReLU:
     """Recover a two-layer ReLU network exactly from value and gradient queries (Algorithm 1, vectorized).
 
@@ -354,7 +428,11 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
         overrides the sweep size N (value + gradient queries at N points of the line).
     finite_differences:
         build every gradient from d forward-difference value queries (Appendix C): no gradient queries,
-        about d times more value queries; ``finite_difference_step`` is h of (f(x + h e_j) − f(x))/h.
+        about d times more value queries; ``finite_difference_step`` is h of (f(x + h e_j) − f(x))/h,
+        relative to max(1, ‖x‖∞), shrunk near close kinks. Each such gradient is checked by one more
+        value query (a kink within a step spoils it: sweep points failing the check are left out, split
+        points are moved), and a kink is confirmed by a ladder of value probes instead of two (the
+        looser tolerance of finite-difference slopes would let two close kinks pass as one).
     max_attempts:
         random lines to try before raising :class:`RecoveryError`.
     num_check_queries, check_tolerance:
@@ -396,7 +474,7 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     # confirmation probes at the crossing ± probe·width/2; finite differences are noisier (≈1e-10)
     gradient_tolerance = 1e-6 if finite_differences else 1e-10
     value_tolerance = 1e-8 if finite_differences else 1e-12
-    probe = 1e-3 if finite_differences else 1e-5
+    probe = 1e-5
     sweep = num_sweep_points or (max(8, 2 * hidden_dim) if hidden_dim is not None else 64)
     capacity_hint = 2 * hidden_dim if hidden_dim is not None else 4 * sweep
 
