@@ -228,10 +228,9 @@ def test_gaussian_kl_closed_form_and_knn_estimator():
         R.knn_kl(np.zeros((10, 2)), q)
 
 
+@pytest.mark.parametrize("ground_truth_run", ["jax-rwmh"], indirect=True)  # one of the three runs is enough
 def test_synthetic_dataset_and_accuracy(ground_truth_run):
-    name, reconstruction = ground_truth_run
-    if name != "jax-rwmh":
-        pytest.skip("one run is enough")
+    _, reconstruction = ground_truth_run
     from sklearn.linear_model import LogisticRegression
 
     x, y = reconstruction.synthetic_dataset(0, 1001, class_proportions=[0.4, 0.6])
