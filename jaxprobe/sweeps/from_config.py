@@ -400,15 +400,16 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
                  binary=False)
     if config.sections["output"]["plots"]:
-        from jaxprobe.plots.runs import plot_feature_distributions
+        from jaxprobe.plots.tabular import feature_distributions
 
         anchor = None
         if "localize" in config.sections:
             anchor = prepared.test.x[config.get("localize.anchor")]
-        plot_feature_distributions(os.path.join(out, "features.png"), x.reshape(-1, x.shape[-1]), prepared.train.x,
-                                   prepared.dataset.feature_names, anchor=anchor,
-                                   title=f"{config.get('probe.type')} samples vs {config.get('data.name')} "
-                                         "training data (original units)")
+        figure = feature_distributions(x.reshape(-1, x.shape[-1]), prepared.dataset, reference=prepared.train.x,
+                                       factual=anchor, labels=("samples", "training data"),
+                                       title=f"{config.get('probe.type')} samples vs {config.get('data.name')} "
+                                             "training data (original units)")
+        atomic_write(os.path.join(out, "features.png"), lambda stream: figure.savefig(stream, format="png", dpi=100))
     return summary
 
 
