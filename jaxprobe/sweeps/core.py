@@ -496,6 +496,17 @@ def sweep(
         bar = tqdm(total=pending, desc=f"sweep ({len(groups)} program{'s' * (len(groups) != 1)})", unit="cell",
                    dynamic_ncols=True)
     num_compilations, compile_total = 0, 0.0
+
+    def record_failure(failed: list[int], error: Exception, group_number: int) -> None:
+        """Record ``error`` as the row of every cell in ``failed`` (and on disk), then move the bar on."""
+        message = f"{type(error).__name__}: {error}"
+        for index in failed:
+            rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
+            if out is not None:
+                _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
+        if bar is not None:
+            bar.update(len(failed))
+
     try:
         for group_number, (static_key, indices) in enumerate(groups.items()):
             static_values = dict(static_key)
@@ -512,13 +523,7 @@ def sweep(
             except _SweepUsageError as error:
                 raise ValueError(str(error)) from None
             except Exception as error:  # noqa: BLE001 - a failing group is recorded, the sweep goes on
-                message = f"{type(error).__name__}: {error}"
-                for index in indices:
-                    rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
-                    if out is not None:
-                        _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
-                if bar is not None:
-                    bar.update(len(indices))
+                record_failure(indices, error, group_number)
                 continue
             for start in range(0, len(indices), batch):
                 chunk = indices[start:start + batch]
@@ -529,13 +534,7 @@ def sweep(
                     result = {name: np.asarray(value)[:len(chunk)] for name, value in result.items()}
                     result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
                 except Exception as error:  # noqa: BLE001 - recorded per cell
-                    message = f"{type(error).__name__}: {error}"
-                    for index in chunk:
-                        rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
-                        if out is not None:
-                            _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
-                    if bar is not None:
-                        bar.update(len(chunk))
+                    record_failure(chunk, error, group_number)
                     continue
                 seconds = (time.perf_counter() - tick) / len(chunk)
                 for position, index in enumerate(chunk):
