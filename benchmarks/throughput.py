@@ -65,6 +65,8 @@ STEP_SIZE = 0.05  # MALA step size ε of every throughput row
 TARGET_SECONDS = 0.25  # each timed call of the limit lasts about this long (so ≥ ~0.2 s)
 ACCEPT_ONLY = "mala, accept step only"
 NOISE_AFTER_GRADIENT = "limit, noise after gradient"
+LIMIT_UNROLLED = "limit, unrolled threefry"
+DIAGNOSTICS = (ACCEPT_ONLY, NOISE_AFTER_GRADIENT, LIMIT_UNROLLED)
 # Ratio targets jaxprobe-MALA-time / limit-time, by the smallest C they apply to.
 RATIO_TARGETS = ((1024, 1.10), (64, 1.15), (1, 1.30))
 
@@ -224,8 +226,15 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
 # ------------------------------------------------------------------ JAX candidates (all jitted lax.scan)
 
 
-def build_limit(logdensity, x0, step_size):
-    """The limit: one vmapped value_and_grad per chain per step + the unadjusted Langevin update."""
+def build_limit(logdensity, x0, step_size, unrolled_threefry: bool = False):
+    """The limit: one vmapped value_and_grad per chain per step + the unadjusted Langevin update.
+
+    Its noise is ``jax.random.normal`` (as the issue defines the limit), whose Threefry
+    JAX lowers on CPU as a rolled loop. ``unrolled_threefry=True`` is a diagnostic row:
+    the same limit drawing its noise with jaxprobe's unrolled Threefry
+    (``kernels.normal_and_uniform``, the generator jaxprobe's MALA uses), so a reader
+    can see how much of jaxprobe's ratio comes from the cheaper generator.
+    """
     num_chains, dim = x0.shape
     value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
     noise_scale = math.sqrt(2.0 * step_size)
@@ -235,8 +244,11 @@ def build_limit(logdensity, x0, step_size):
         def run(key, x):
             def step(x, t):
                 _, grad = value_and_grad(x)
-                # One flat batched normal call per step (about 1.5x cheaper than a shaped one on CPU).
-                noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
+                if unrolled_threefry:
+                    noise, _ = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
+                else:
+                    # One flat batched normal call per step (about 1.5x cheaper than a shaped one on CPU).
+                    noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
                 return x + step_size * grad + noise_scale * noise, None
 
             x, _ = jax.lax.scan(step, x, jnp.arange(steps))
@@ -574,6 +586,8 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
         candidates.append(Candidate(ACCEPT_ONLY, num_chains, steps, build(steps), acceptance))
         candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
                                     build_limit_noise_after_gradient(logdensity, x0, STEP_SIZE)(steps)))
+        candidates.append(Candidate(LIMIT_UNROLLED, num_chains, steps,
+                                    build_limit(logdensity, x0, STEP_SIZE, unrolled_threefry=True)(steps)))
         num_own = len(candidates)
 
         # Peers get their own step count (so each call also lasts about target_seconds).
@@ -614,7 +628,7 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
                                   "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times,
                                   "cpu_times_s": candidate.cpu_times}
         row["diagnostics"] = {}
-        for name in (ACCEPT_ONLY, NOISE_AFTER_GRADIENT):
+        for name in DIAGNOSTICS:
             candidate = by_name[name]
             row["diagnostics"][name] = {
                 "ratio_to_limit": candidate.seconds_per_step / limit.seconds_per_step,
@@ -829,12 +843,16 @@ def section1_diagnostics(results: dict[str, Any]) -> list[str]:
              f"not credit work overlapped on two idle cores. Diagnostics: *{ACCEPT_ONLY}* = exact MALA with no "
              "stored draws, statistics or non-finite handling (the cost of the Metropolis correction alone); "
              f"*{NOISE_AFTER_GRADIENT}* = the limit with its noise draw ordered after its gradient, as MALA's "
-             "proposal must be (the cost of losing the limit's RNG/gradient overlap).", "",
+             "proposal must be (the cost of losing the limit's RNG/gradient overlap); "
+             f"*{LIMIT_UNROLLED}* = the limit drawing its noise with jaxprobe's unrolled Threefry "
+             "(`jaxprobe.engine.random`, bit-identical to `jax.random.bits`) instead of `jax.random.normal`, "
+             "whose CPU lowering is a rolled loop: the part of jaxprobe's ratio that comes from the generator.", "",
              f"| C | jaxprobe thin=1 | (CPU) | jaxprobe thin=10 | (CPU) | {ACCEPT_ONLY} | (CPU) | "
-             f"{NOISE_AFTER_GRADIENT} | (CPU) | limit CPU/wall |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{NOISE_AFTER_GRADIENT} | (CPU) | {LIMIT_UNROLLED} | (CPU) | limit CPU/wall |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
-        cells = [row["thin1"], row["thin10"], row["diagnostics"][ACCEPT_ONLY], row["diagnostics"][NOISE_AFTER_GRADIENT]]
+        cells = [row["thin1"], row["thin10"]] + [row["diagnostics"][name] for name in DIAGNOSTICS
+                                                 if name in row["diagnostics"]]
         lines.append(f"| {row['num_chains']} | " + " | ".join(
             f"{cell['median_paired_ratio']:.3f} | {cell['median_paired_cpu_ratio']:.3f}" for cell in cells)
             + f" | {row['limit_cpu_per_wall']:.2f} |")

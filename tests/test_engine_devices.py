@@ -10,6 +10,11 @@ differently. With the number of chains per device a multiple of 16, no chain fal
 remainder, and every sampler is bit-identical on 1 and 4 devices (tested below with 64 chains).
 ChEES included: its cross-chain adaptation (jaxprobe.engine.chees) sums over chains by the same
 pairwise tree and blocks XLA's multiply-add contraction where the sharded program's fusions differ.
+
+The test's log density takes its constants as NumPy arrays. A ``jnp.arange`` inside it is an iota
+that XLA constant-folds (and turns ``x / a`` into ``x * (1/a)``) in the one-device program but not
+after SPMD partitioning, so the user's own arithmetic, not the engine's, would differ in the last
+bit between the two programs.
 """
 
 import os
@@ -27,8 +32,10 @@ SCRIPT = textwrap.dedent(
 
     assert jax.device_count() == 4, jax.devices()
 
+    scales = np.arange(1.0, 5.0, dtype=np.float32)  # a literal constant (see the module docstring)
+
     def logdensity(x):
-        return -0.5 * jnp.sum((x / jnp.arange(1.0, 5.0)) ** 2) - jnp.sum(jnp.tanh(x) ** 2)
+        return -0.5 * jnp.sum((x / scales) ** 2) - jnp.sum(jnp.tanh(x) ** 2)
 
     init = np.asarray(jax.random.normal(jax.random.key(0), (64, 4)))
     cases = [("mala", "per_chain"), ("mala", "shared"), ("rwmh", "per_chain"), ("hmc", "per_chain"),
@@ -40,6 +47,11 @@ SCRIPT = textwrap.dedent(
                                          step_size_mode=mode, progress=False, devices=devices)
         np.testing.assert_array_equal(runs["one"].positions, runs["four"].positions, err_msg=f"{sampler} {mode}")
         np.testing.assert_array_equal(runs["one"].step_size, runs["four"].step_size)
+
+    # A fixed step size, no warmup: sampling alone is bit-identical too.
+    fixed = [jaxprobe.sample(4, logdensity, init, sampler="mala", num_samples=30, num_warmup=0, step_size=0.3,
+                             progress=False, devices=devices) for devices in (jax.devices()[:1], jax.devices())]
+    np.testing.assert_array_equal(fixed[0].positions, fixed[1].positions, err_msg="mala fixed step size")
 
     # ChEES: cross-chain adaptation of step size, trajectory length and mass matrix (all reductions
     # over chains by the pairwise tree), then sampling: the same bits on 1 and 4 devices. 100 warmup

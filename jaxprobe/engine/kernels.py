@@ -28,6 +28,7 @@ from blackjax.mcmc import hmc as bj_hmc
 from blackjax.mcmc import metrics as bj_metrics
 from blackjax.mcmc import nuts as bj_nuts
 
+from jaxprobe.engine.random import random_bits_at, uses_unrolled_threefry
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = [
@@ -105,19 +106,32 @@ def normal_and_uniform(rng_key: PRNGKey, num_chains: int, dim: int, dtype: Any) 
     The same construction as ``jax.random.normal`` (uniform on (−1, 1) mapped by
     √2·erf⁻¹) and ``jax.random.uniform`` (random mantissa bits), but drawn as one
     flat vector: on CPU one flat threefry call costs about half of two shaped
-    calls, which matters when a step is only a few microseconds.
+    calls, which matters when a step is only a few microseconds. The bits come
+    from :func:`jaxprobe.engine.random.random_bits`, equal to ``jax.random.bits``
+    but with the Threefry rounds unrolled (4.5x cheaper on CPU).
     """
     dtype = jnp.dtype(dtype)
     finfo = jnp.finfo(dtype)
     bit_width = finfo.bits
     uint = {32: jnp.uint32, 64: jnp.uint64}[bit_width]
-    bits = jax.random.bits(rng_key, (num_chains * dim + num_chains,), uint)
+    total = num_chains * dim + num_chains
+    if uses_unrolled_threefry(rng_key) and total < 2**32:
+        # Word c·D + d of the flat stream is noise (c, d); word C·D + c is chain c's uniform. Laid out
+        # chain-major (C, D + 1), each device computes only its own chains' words when chains are sharded.
+        rows = jax.lax.broadcasted_iota(jnp.uint32, (num_chains, dim + 1), 0)
+        cols = jax.lax.broadcasted_iota(jnp.uint32, (num_chains, dim + 1), 1)
+        counters = jnp.where(cols < dim, rows * jnp.uint32(dim) + cols, jnp.uint32(num_chains * dim) + rows)
+        bits = random_bits_at(rng_key, counters, uint)
+    else:
+        flat = jax.random.bits(rng_key, (total,), uint)
+        bits = jnp.concatenate([flat[: num_chains * dim].reshape(num_chains, dim),
+                                flat[num_chains * dim:, None]], axis=1)
     one = jnp.array(1.0, dtype).view(uint)
-    uniform = jax.lax.bitcast_convert_type((bits >> (bit_width - finfo.nmant)) | one, dtype) - 1.0
+    uniform = jax.lax.bitcast_convert_type((bits >> (bit_width - finfo.nmant)) | one, dtype) - 1.0  # (C, D + 1)
     low = jnp.nextafter(jnp.array(-1.0, dtype), jnp.array(0.0, dtype))
-    symmetric = jnp.maximum(low, uniform[: num_chains * dim] * (1.0 - low) + low)
-    normal = (jnp.sqrt(jnp.array(2.0, dtype)) * jax.lax.erf_inv(symmetric)).reshape(num_chains, dim)
-    return normal, uniform[num_chains * dim:]
+    symmetric = jnp.maximum(low, uniform[:, :dim] * (1.0 - low) + low)
+    normal = jnp.sqrt(jnp.array(2.0, dtype)) * jax.lax.erf_inv(symmetric)
+    return normal, uniform[:, dim]
 
 
 def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Array, Array]:
