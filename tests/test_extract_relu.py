@@ -130,8 +130,10 @@ def test_bad_arguments():
         recover_relu(victim, jax.random.key(0))
     with pytest.raises(ValueError, match="hidden_dim"):
         recover_relu(oracle, jax.random.key(0), hidden_dim=0)
-    with pytest.raises(ValueError, match="scalar victim"):
-        recover_relu(Oracle(lambda x: jnp.stack([x.sum(), -x.sum()]), 3), jax.random.key(0))
+    with pytest.raises(ValueError, match="output must be None"):
+        recover_relu(oracle, jax.random.key(0), output=0)
+    with pytest.raises(ValueError, match="output must be a class index"):
+        recover_relu(Oracle(lambda x: jnp.stack([x.sum(), -x.sum()]), 3), jax.random.key(0), output=2)
     with pytest.raises(ValueError, match="finite_difference_step"):
         recover_relu(oracle, jax.random.key(0), finite_difference_step=-1.0)
     assert oracle.num_value_queries == oracle.num_gradient_queries == 0
@@ -158,3 +160,52 @@ def test_finite_difference_variant_with_dense_kinks():
     network = recover_relu(oracle, jax.random.key(7), hidden_dim=h, finite_differences=True)
     assert oracle.num_gradient_queries == 0
     assert relative_error(network, truth, d) < 1e-6
+
+
+def logit_net(seed, d, h, k):
+    """Logits f(x) = W ReLU(A·x + b) + c of a k-class classifier (NumPy float64 parameters)."""
+    rng = np.random.default_rng(seed)
+    A, b, W, c = rng.normal(size=(h, d)), rng.normal(size=h), rng.normal(size=(k, h)), rng.normal(size=k)
+
+    def victim(x):
+        return jnp.asarray(W) @ jax.nn.relu(jnp.asarray(A) @ x + jnp.asarray(b)) + jnp.asarray(c)
+
+    def truth(x):
+        return np.maximum(x @ A.T + b, 0.0) @ W.T + c
+
+    return victim, truth, (A, b, W, c)
+
+
+@pytest.mark.parametrize("d, h", [(30, 6), (4, 7)], ids=["h<d", "h>d"])
+def test_logit_victims_recovered_exactly(d, h):
+    """A k-output victim (a classifier's logits): hidden units from one logit's gradients, output layer of
+    all k logits from vector value queries; exact up to rounding, with honest counts, h inferred."""
+    k = 4
+    victim, truth, (A, b, W, c) = logit_net(11, d, h, k)
+    oracle = x64_oracle(victim, d)
+    network = recover_relu(oracle, jax.random.key(2), output=1)
+    assert network.hidden_dim == h
+    assert network.output_weights.shape == (k, h) and network.output_bias.shape == (k,)
+    assert network.linear.shape == (k, d)
+    x = np.random.default_rng(3).normal(size=(4000, d)) * np.resize([0.1, 1.0, 10.0], 4000)[:, None]
+    exact = truth(x)
+    got = network(x)
+    assert got.shape == (4000, k)
+    assert np.max(np.abs(got - exact)) / np.max(np.abs(exact)) < 1e-9
+    np.testing.assert_array_equal(np.argmax(got, 1), np.argmax(exact, 1))
+    # every query is counted on the caller's oracle, and reported
+    assert network.info["num_value_queries"] == oracle.num_value_queries > 0
+    assert network.info["num_gradient_queries"] == oracle.num_gradient_queries > 0
+    # the output layer costs about one value query per feature (h + 1, or h + d + 1 unfolded) plus checks
+    folded = network.info["per_attempt"][-1]["folded"]
+    assert folded == (h <= d)
+    if folded:  # the true units with their orientation: output weights are W up to the row norms of A
+        np.testing.assert_array_equal(network.linear, 0.0)
+        norms = np.linalg.norm(A, axis=1)
+        match = np.argmax(np.c_[A / norms[:, None], b / norms] @ np.c_[network.weights, network.biases].T, axis=1)
+        np.testing.assert_allclose(network.output_weights[:, match], W * norms, rtol=1e-8)
+        np.testing.assert_allclose(network.output_bias, c, atol=1e-9)
+    # a JAX function of one input with the same answers (in the caller's precision: float64 here)
+    with jax.enable_x64(True):
+        f = network.as_jax_fn()
+        np.testing.assert_allclose(np.asarray(jax.vmap(f)(jnp.asarray(x[:50]))), exact[:50], rtol=1e-9, atol=1e-9)

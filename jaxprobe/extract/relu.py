@@ -81,6 +81,9 @@ class RecoveredReLU:
     (h,), ``output_bias`` scalar, ``linear`` (d,) is zero when the units absorbed the affine part
     (always possible when the rows are independent, h ≤ d) and carries it otherwise. ``info`` holds the
     queries spent, the attempts and the failures met. Call it on (n, d) → (n,) (NumPy, float64).
+
+    For a victim with k outputs (logits) ``output_weights`` is (k, h), ``output_bias`` (k,) and
+    ``linear`` (k, d), and a call returns (n, k).
     """
 
     weights: np.ndarray
@@ -103,13 +106,13 @@ class RecoveredReLU:
         if x.ndim != 2 or x.shape[1] != self.input_dim:
             raise ValueError(f"x must have shape (n, {self.input_dim}), got {x.shape}")
         hidden = np.maximum(x @ self.weights.T + self.biases, 0.0)
-        return hidden @ self.output_weights + x @ self.linear + self.output_bias
+        return hidden @ self.output_weights.T + x @ self.linear.T + self.output_bias
 
     def as_jax_fn(self):
-        """The network as a pure JAX function of ONE input (d,) → scalar, in the caller's precision."""
+        """The network as a pure JAX function of ONE input (d,) → scalar (or (k,)), in the caller's precision."""
         weights, biases = jnp.asarray(self.weights), jnp.asarray(self.biases)
         output_weights, linear = jnp.asarray(self.output_weights), jnp.asarray(self.linear)
-        output_bias = self.output_bias
+        output_bias = jnp.asarray(self.output_bias)
 
         def f(x):
             return output_weights @ jax.nn.relu(weights @ x + biases) + linear @ x + output_bias
@@ -410,14 +413,22 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
 def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = None,
                  num_sweep_points: int | None = None, finite_differences: bool = False,
                  finite_difference_step: float = 1e-4, max_attempts: int = 3, num_check_queries: int = 64,
-                 check_tolerance: float | None = None, max_iterations: int = 200) -> RecoveredReLU:
+                 check_tolerance: float | None = None, max_iterations: int = 200,
+                 output: int | None = None) -> RecoveredReLU:
     """Recover a two-layer ReLU network exactly from value and gradient queries (Algorithm 1, vectorized).
 
     Parameters
     ----------
     oracle:
         :class:`Oracle` of a scalar victim f(x) = Σ_i w_i ReLU(A_i·x + b_i) + c (Eq. 1; b = 0, c = 0 is
-        the paper's setting). Its counters record every query spent, failed attempts included.
+        the paper's setting), or of a victim with k outputs f(x) = W ReLU(A·x + b) + c (logits of a
+        784-16-10 classifier, say). Its counters record every query spent, failed attempts included.
+    output:
+        k outputs only: the output whose gradients (class-``output`` explanations, default 0) locate the
+        hidden units, as for a scalar victim. The output layer of all k outputs is then solved from the
+        vector answers of about h + 1 value queries (h + d + 1 when the units could not absorb the
+        affine part, h > d), by least squares on the recovered hidden features, and checked on fresh
+        value queries like the scalar case. Every generic output sees every unit, so any one will do.
     rng_key:
         picks the random line(s) and the check points.
     hidden_dim:
@@ -445,14 +456,18 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
 
     Returns
     -------
-    RecoveredReLU, callable on (n, d) → (n,), with ``weights`` (h, d), ``biases``, ``output_weights``,
-    ``output_bias``, ``linear`` and ``info`` (queries per kind, attempts, failures).
+    RecoveredReLU, callable on (n, d) → (n,) (or (n, k)), with ``weights`` (h, d), ``biases``,
+    ``output_weights``, ``output_bias``, ``linear`` and ``info`` (queries per kind, attempts, failures).
     """
     if not isinstance(oracle, Oracle):
         raise TypeError(f"oracle must be a jaxprobe.extract.Oracle, got {type(oracle).__name__}")
+    if oracle.num_outputs is None and output is not None:
+        raise ValueError(f"output must be None for a victim with a scalar output, got {output!r}")
     if oracle.num_outputs is not None:
-        raise ValueError(f"recover_relu needs a scalar victim; this oracle's victim has {oracle.num_outputs} "
-                         "outputs (wrap it to return one output)")
+        output = 0 if output is None else output
+        if isinstance(output, bool) or not isinstance(output, numbers.Integral) \
+                or not 0 <= output < oracle.num_outputs:
+            raise ValueError(f"output must be a class index in [0, {oracle.num_outputs}), got {output!r}")
     for name, value in (("hidden_dim", hidden_dim), ("num_sweep_points", num_sweep_points)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
@@ -481,12 +496,20 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     start_values, start_gradients = oracle.num_value_queries, oracle.num_gradient_queries
     failures: list[str] = []
     attempts_info = []
+    # k outputs: the hidden layer comes from one output's value/gradient queries, answered by a scalar
+    # view of the victim whose counts are the parent's (one row = one query, whatever it returns)
     with jax.enable_x64(True):
+        scalar_oracle = oracle if oracle.num_outputs is None else _OutputView(oracle, int(output))
         keys = jax.random.split(rng_key, max_attempts)
         for attempt in range(max_attempts):
-            recovered, failure, info = _attempt(oracle, keys[attempt], sweep, capacity_hint, hidden_dim, step,
+            recovered, failure, info = _attempt(scalar_oracle, keys[attempt], sweep, capacity_hint, hidden_dim, step,
                                                 gradient_tolerance, value_tolerance, probe, check_tolerance,
                                                 int(num_check_queries), int(max_iterations))
+            if recovered is not None and oracle.num_outputs is not None:
+                recovered, failure = _fit_output_layer(oracle, jax.random.fold_in(keys[attempt], 1), recovered, check_tolerance,
+                                                       int(num_check_queries), info)
+            if scalar_oracle is not oracle:
+                scalar_oracle.flush()
             attempts_info.append(info)
             if recovered is not None:
                 break
@@ -499,3 +522,69 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
             "num_gradient_queries": oracle.num_gradient_queries - start_gradients,
             "attempts": len(attempts_info), "failures": failures, "per_attempt": attempts_info}
     return RecoveredReLU(**recovered, info=info)
+
+
+class _OutputView(Oracle):
+    """Output ``index`` of a k-output victim as a scalar :class:`Oracle`; its queries count as the parent's.
+
+    A value query of the view is a value query of the victim (the API answers the whole vector; one entry
+    is used), a gradient query is a class-``index`` explanation. ``flush()`` moves the view's counts to
+    the parent (the compiled loops record their counts on the view after they run)."""
+
+    def __init__(self, parent: Oracle, index: int):
+        super().__init__(lambda x: parent._scores(x)[index], parent.input_dim)
+        self.parent = parent
+
+    def flush(self) -> None:
+        self.parent._record(self.num_value_queries, self.num_gradient_queries)
+        self.reset_counts()
+
+
+def _hidden_features(x: np.ndarray, weights, biases, with_linear: bool) -> np.ndarray:
+    """[ReLU(W x + b), x (when the units did not absorb the affine part), 1] for a batch (n, d)."""
+    columns = [np.maximum(x @ weights.T + biases, 0.0)] + ([x] if with_linear else []) + [np.ones((x.shape[0], 1))]
+    return np.concatenate(columns, axis=1)
+
+
+def _gaussian_rows(key, n: int, d: int) -> np.ndarray:
+    """n Gaussian inputs at scales 0.1, 1, 10, 100 in turn (kinks far out on a line are near 0 too)."""
+    scales = np.resize(np.array([0.1, 1.0, 10.0, 100.0]), n)
+    return np.asarray(jax.random.normal(key, (n, d), jnp.float64)) * scales[:, None]
+
+
+def _fit_output_layer(oracle: Oracle, rng_key, recovered: dict, check_tolerance: float, num_check_queries: int,
+                      info: dict) -> tuple[dict | None, str | None]:
+    """The output layer of all k outputs on the recovered hidden units, from vector value queries.
+
+    Every output is f_j(x) = Σ_i W_ji ReLU(A_i·x + b_i) + c_j with the same units, and ReLU(z) =
+    ReLU(−z) + z, so f_j lies in the span of the recovered features (plus x when they did not absorb
+    the affine part). Least squares on n ≥ #features + 8 Gaussian queries gives the coefficients
+    exactly (up to rounding) when the features have full column rank; then a fresh check as for a
+    scalar victim. Returns the network and None, or None and the failure."""
+    weights, biases = recovered["weights"], recovered["biases"]
+    with_linear = not info.get("folded", False)
+    d = weights.shape[1]
+    num_features = weights.shape[0] + 1 + (d if with_linear else 0)
+    key_fit, key_check = jax.random.split(rng_key)
+    x = _gaussian_rows(key_fit, num_features + 8, d)
+    design = _hidden_features(x, weights, biases, with_linear)
+    singular = np.linalg.svd(design, compute_uv=False)
+    rank = int(np.sum(singular > singular[0] * 1e-10))
+    if rank < num_features:
+        return None, f"output layer: the hidden features at {x.shape[0]} query points have rank {rank} < {num_features}"
+    values = np.asarray(oracle.value(x), np.float64)                       # (n, k)
+    coefficients, *_ = np.linalg.lstsq(design, values, rcond=None)         # (num_features, k)
+    h = weights.shape[0]
+    output_weights = coefficients[:h].T
+    linear = coefficients[h:h + d].T if with_linear else np.zeros((values.shape[1], d))
+    network = dict(weights=weights, biases=biases, output_weights=output_weights,
+                   output_bias=coefficients[-1].copy(), linear=linear)
+    check = _gaussian_rows(key_check, num_check_queries, d)
+    truth = np.asarray(oracle.value(check), np.float64)
+    predicted = _hidden_features(check, weights, biases, with_linear) @ coefficients
+    error = np.max(np.abs(predicted - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+    info["output_layer_check_relative_error"] = float(error)
+    if not error <= check_tolerance:
+        return None, (f"output layer: check against {num_check_queries} fresh value queries failed "
+                      f"(relative error {error:.2e})")
+    return network, None
