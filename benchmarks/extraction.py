@@ -590,6 +590,9 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--skip-distill", action="store_true")
     parser.add_argument("--skip-relu", action="store_true")
+    parser.add_argument("--only-cnn", action="store_true",
+                        help="rerun the CNN rows of part 2 (MNIST and digits, up to 1000 queries), replacing them "
+                             "in the existing results")
     parser.add_argument("--logits-only", action="store_true",
                         help="run part 1b alone (logit victims vs ART), keeping the other parts' results")
     parser.add_argument("--art-time-limit", type=float, default=600.0, help="seconds per ART run in part 1b")
@@ -668,6 +671,24 @@ def main(argv=None):
         result["relu"] = sorted(keep + rerun, key=lambda r: (r["d"], r["h"], not r["bias"]))
         result["command"] = old["command"] + f" ; rows h = {args.only_h} rerun: {result['command']} --only-h " \
             f"{args.only_h} (after a change to recover_relu, see the git log; ART rows kept from the earlier run)"
+        args.skip_relu = args.skip_distill = True
+    if args.only_cnn:
+        with open(previous) as stream:
+            old = json.load(stream)
+        result.update({key: old[key] for key in ("relu", "logits", "not_run") if key in old})
+        cnn_groups = [("mnist", ["cnn"], [("cnn", "cnn", "data", ["membership", "gradient"]),
+                                          ("cnn", "mlp", "data", ["membership", "gradient"]),
+                                          ("cnn", "cnn", "gaussian", ["membership", "gradient"])]),
+                      ("digits", ["cnn"], [("cnn", "cnn", "data", ["membership", "gradient"]),
+                                           ("cnn", "mlp", "data", ["membership", "gradient"]),
+                                           ("cnn", "cnn", "gaussian", ["membership", "gradient"])])]
+        rerun = distill_benchmark(query_counts, cnn_groups, steps, log)
+        keep = [r for r in old["distill"] if "cnn" not in (r["victim"], r["student"])]
+        result["distill"] = keep + rerun
+        result["ratios"] = query_ratios(result["distill"])
+        result["command"] = old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
+        result["not_run"] = result.get("not_run", "").replace(
+            "; the CNN students beyond 100 queries (double backpropagation through LeNet-5 on 2 shared cores)", "")
         args.skip_relu = args.skip_distill = True
     if args.logits_only:
         with open(previous) as stream:
