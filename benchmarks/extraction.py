@@ -22,6 +22,8 @@ gradient and SmoothGrad queries; test accuracy vs number of queries; unknown mod
 queries; the query ratio at equal accuracy.
 
 Run: PYTHONPATH=. python benchmarks/extraction.py [--quick] [--out benchmarks/results]
+Partial reruns that keep the other parts of results/extraction.json: --only-h H (the ReLU rows of one h),
+--logits-only [--art-time-limit S] (part 1b), --only-cnn (the CNN rows of part 2, up to 1000 queries).
 """
 
 from __future__ import annotations
