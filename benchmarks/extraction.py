@@ -595,6 +595,9 @@ def main(argv=None):
     parser.add_argument("--only-cnn", action="store_true",
                         help="rerun the CNN rows of part 2 (MNIST and digits, up to 1000 queries), replacing them "
                              "in the existing results")
+    parser.add_argument("--cnn-kinds", default="membership,gradient",
+                        help="with --only-cnn: the query kinds to run (membership, gradient, smoothgrad)")
+    parser.add_argument("--cnn-datasets", default="mnist,digits", help="with --only-cnn: mnist, digits or both")
     parser.add_argument("--logits-only", action="store_true",
                         help="run part 1b alone (logit victims vs ART), keeping the other parts' results")
     parser.add_argument("--art-time-limit", type=float, default=600.0, help="seconds per ART run in part 1b")
@@ -678,14 +681,15 @@ def main(argv=None):
         with open(previous) as stream:
             old = json.load(stream)
         result.update({key: old[key] for key in ("relu", "logits", "not_run") if key in old})
-        cnn_groups = [("mnist", ["cnn"], [("cnn", "cnn", "data", ["membership", "gradient"]),
-                                          ("cnn", "mlp", "data", ["membership", "gradient"]),
-                                          ("cnn", "cnn", "gaussian", ["membership", "gradient"])]),
-                      ("digits", ["cnn"], [("cnn", "cnn", "data", ["membership", "gradient"]),
-                                           ("cnn", "mlp", "data", ["membership", "gradient"]),
-                                           ("cnn", "cnn", "gaussian", ["membership", "gradient"])])]
+        kinds = args.cnn_kinds.split(",")
+        same_class = ("cnn", "cnn", "data", kinds)     # SmoothGrad rows: the same-class, data-query setting only
+        other = [kind for kind in kinds if kind != "smoothgrad"]
+        groups = [same_class] + ([("cnn", "mlp", "data", other), ("cnn", "cnn", "gaussian", other)] if other else [])
+        cnn_groups = [(name, ["cnn"], groups) for name in args.cnn_datasets.split(",")]
         rerun = distill_benchmark(query_counts, cnn_groups, steps, log)
-        keep = [r for r in old["distill"] if "cnn" not in (r["victim"], r["student"])]
+        replaced = {(r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) for r in rerun}
+        keep = [r for r in old["distill"]
+                if (r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) not in replaced]
         result["distill"] = keep + rerun
         result["ratios"] = query_ratios(result["distill"])
         result["command"] = old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
