@@ -120,33 +120,45 @@ def sequential_algorithm_1(oracle: SequentialOracle, d: int, h: int, seed: int, 
 
 
 # ---------------------------------------------------------------------------------------------- (c)
-def _art_worker(params, d, queue):
+def _art_extract(predict_logits, d, num_classes, num_neurons, x_fit, counter):
+    """ART's FunctionallyEquivalentExtraction on a counted black box; returns (attack, extracted, seconds).
+
+    Runs in the worker subprocess; ``counter`` (a shared integer) counts every row ART asks for, so that a
+    killed run still reports its queries."""
     import warnings
 
     warnings.filterwarnings("ignore")
     from art.attacks.extraction import FunctionallyEquivalentExtraction
     from art.estimators.classification import BlackBoxClassifierNeuralNetwork
 
-    counter = {"rows": 0}
-
     def predict(x):
         x = np.asarray(x, np.float64).reshape(-1, d)
-        counter["rows"] += x.shape[0]
+        with counter.get_lock():
+            counter.value += x.shape[0]
+        return predict_logits(x)
+
+    start = time.perf_counter()
+    classifier = BlackBoxClassifierNeuralNetwork(predict, input_shape=(d,), nb_classes=num_classes)
+    attack = FunctionallyEquivalentExtraction(classifier, num_neurons=num_neurons)
+    extracted = attack.extract(x_fit)
+    return attack, extracted, time.perf_counter() - start
+
+
+def _art_worker(params, d, counter, queue):
+    """Part 1: ART on the scalar victim's logits [f(x), −f(x)]; its fidelity on 10,000 Gaussian inputs."""
+    def logits(x):
         f = numpy_value(params, x)
         return np.stack([f, -f], axis=1)
 
     start = time.perf_counter()
-    classifier = BlackBoxClassifierNeuralNetwork(predict, input_shape=(d,), nb_classes=2)
-    attack = FunctionallyEquivalentExtraction(classifier, num_neurons=params[0].shape[0])
-    x_fit = np.random.default_rng(1).normal(size=(100, d))
     try:
-        extracted = attack.extract(x_fit)
+        _, extracted, seconds = _art_extract(logits, d, 2, params[0].shape[0],
+                                             np.random.default_rng(1).normal(size=(100, d)), counter)
     except Exception as error:  # ART's own failures are results too
-        queue.put({"status": f"failed: {type(error).__name__}: {str(error)[:160]}", "value_queries": counter["rows"],
+        queue.put({"status": f"failed: {type(error).__name__}: {str(error)[:160]}",
                    "seconds": time.perf_counter() - start})
         return
-    seconds = time.perf_counter() - start
-    queries = counter["rows"]
+    queries = counter.value
     x = np.random.default_rng(2).normal(size=(10_000, d))
     exact = numpy_value(params, x)
     got = extracted.predict(x)[:, 0]
@@ -154,24 +166,34 @@ def _art_worker(params, d, queue):
                "relative_error": float(np.max(np.abs(got - exact)) / np.max(np.abs(exact)))})
 
 
-def run_art(params, d, time_limit):
+def run_killable(worker, args, time_limit, count_key="queries"):
+    """Run ``worker(*args, counter, queue)`` in a spawned process for at most ``time_limit`` seconds.
+
+    Returns the dict the worker put on the queue, or a status row when it was killed or died; the
+    shared counter's value is reported under ``count_key`` either way."""
     try:
         import art  # noqa: F401
     except ImportError:
         return {"status": "not installed"}
     context = mp.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_art_worker, args=(params, d, queue))
+    queue, counter = context.Queue(), context.Value("q", 0)
+    process = context.Process(target=worker, args=(*args, counter, queue))
     start = time.perf_counter()
     process.start()
     process.join(time_limit)
     if process.is_alive():
         process.kill()
         process.join()
-        return {"status": f"did not finish within {time_limit:.0f} s (killed)", "seconds": time.perf_counter() - start}
-    if not queue.empty():
-        return queue.get()
-    return {"status": f"failed (exit code {process.exitcode})", "seconds": time.perf_counter() - start}
+        return {"status": f"did not finish within {time_limit:.0f} s (killed)", count_key: counter.value,
+                "seconds": time.perf_counter() - start}
+    result = queue.get() if not queue.empty() else {"status": f"failed (exit code {process.exitcode})"}
+    result.setdefault(count_key, counter.value)
+    result.setdefault("seconds", time.perf_counter() - start)
+    return result
+
+
+def run_art(params, d, time_limit):
+    return run_killable(_art_worker, (params, d), time_limit, count_key="value_queries")
 
 
 # ---------------------------------------------------------------------------------------------- part 1
@@ -306,55 +328,21 @@ def logit_values(params, x):
 
 
 def _art_logits_worker(params, x_fit, counter, queue):
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    from art.attacks.extraction import FunctionallyEquivalentExtraction
-    from art.estimators.classification import BlackBoxClassifierNeuralNetwork
-
-    d = params[0].shape[1]
-
-    def predict(x):
-        x = np.asarray(x, np.float64).reshape(-1, d)
-        with counter.get_lock():
-            counter.value += x.shape[0]
-        return logit_values(params, x)
-
+    """Part 1b: ART on a 10-logit victim; the extracted weights go back to the parent for evaluation."""
     start = time.perf_counter()
-    classifier = BlackBoxClassifierNeuralNetwork(predict, input_shape=(d,), nb_classes=10)
-    attack = FunctionallyEquivalentExtraction(classifier, num_neurons=params[0].shape[0])
     try:
-        extracted = attack.extract(x_fit)
+        attack, _, seconds = _art_extract(lambda x: logit_values(params, x), params[0].shape[1], 10,
+                                          params[0].shape[0], x_fit, counter)
     except Exception as error:  # ART's own failures are results too
         queue.put({"status": f"failed: {type(error).__name__}: {str(error)[:160]}", "seconds": time.perf_counter() - start})
         return
-    seconds = time.perf_counter() - start
-    queries = counter.value
     # the extracted model's weights, so that the parent evaluates it on the same inputs (no queries counted)
-    queue.put({"status": "ok", "seconds": seconds, "queries": queries,
+    queue.put({"status": "ok", "seconds": seconds, "queries": counter.value,
                "weights": [np.asarray(w) for w in (attack.w_0, attack.b_0, attack.w_1, attack.b_1)]})
 
 
 def run_art_logits(params, x_fit, time_limit):
-    try:
-        import art  # noqa: F401
-    except ImportError:
-        return {"status": "not installed"}
-    context = mp.get_context("spawn")
-    queue, counter = context.Queue(), context.Value("q", 0)
-    process = context.Process(target=_art_logits_worker, args=(params, x_fit, counter, queue))
-    start = time.perf_counter()
-    process.start()
-    process.join(time_limit)
-    if process.is_alive():
-        process.kill()
-        process.join()
-        return {"status": f"did not finish within {time_limit:.0f} s (killed)", "queries": counter.value,
-                "seconds": time.perf_counter() - start}
-    result = queue.get() if not queue.empty() else {"status": f"failed (exit code {process.exitcode})"}
-    result.setdefault("queries", counter.value)
-    result.setdefault("seconds", time.perf_counter() - start)
-    return result
+    return run_killable(_art_logits_worker, (params, x_fit), time_limit)
 
 
 def art_logits_predict(weights, x):
