@@ -95,7 +95,7 @@ def random_bits_at(rng_key: PRNGKey, counters: Array, dtype: Any = jnp.uint32) -
 
 
 def random_bits(rng_key: PRNGKey, num: int, dtype: Any = jnp.uint32) -> Array:
-    """``num`` random words of unsigned ``dtype`` (uint32 or uint64), equal to ``jax.random.bits(rng_key, (num,), dtype)``.
+    """``num`` random words of ``dtype`` (uint32 or uint64): ``jax.random.bits(rng_key, (num,), dtype)``, bit for bit.
 
     Parameters
     ----------

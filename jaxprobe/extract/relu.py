@@ -400,8 +400,7 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
     info["folded"] = folded
 
     # honest check on fresh random inputs at several scales (kinks far out on the line are near 0 too)
-    scales = np.repeat(np.array([0.1, 1.0, 10.0, 100.0]), int(np.ceil(num_check_queries / 4)))[:num_check_queries]
-    check = np.asarray(jax.random.normal(key_check, (num_check_queries, d), jnp.float64)) * scales[:, None]
+    check = _gaussian_rows(key_check, num_check_queries, d)
     truth = np.asarray(oracle.value(check), np.float64)
     error = np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
     info["check_relative_error"] = float(error)
@@ -502,12 +501,12 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
         scalar_oracle = oracle if oracle.num_outputs is None else _OutputView(oracle, int(output))
         keys = jax.random.split(rng_key, max_attempts)
         for attempt in range(max_attempts):
-            recovered, failure, info = _attempt(scalar_oracle, keys[attempt], sweep, capacity_hint, hidden_dim, step,
-                                                gradient_tolerance, value_tolerance, probe, check_tolerance,
+            recovered, failure, info = _attempt(scalar_oracle, keys[attempt], sweep, capacity_hint, hidden_dim,
+                                                step, gradient_tolerance, value_tolerance, probe, check_tolerance,
                                                 int(num_check_queries), int(max_iterations))
             if recovered is not None and oracle.num_outputs is not None:
-                recovered, failure = _fit_output_layer(oracle, jax.random.fold_in(keys[attempt], 1), recovered, check_tolerance,
-                                                       int(num_check_queries), info)
+                recovered, failure = _fit_output_layer(oracle, jax.random.fold_in(keys[attempt], 1), recovered,
+                                                       check_tolerance, int(num_check_queries), info)
             if scalar_oracle is not oracle:
                 scalar_oracle.flush()
             attempts_info.append(info)
@@ -547,8 +546,8 @@ def _hidden_features(x: np.ndarray, weights, biases, with_linear: bool) -> np.nd
 
 
 def _gaussian_rows(key, n: int, d: int) -> np.ndarray:
-    """n Gaussian inputs at scales 0.1, 1, 10, 100 in turn (kinks far out on a line are near 0 too)."""
-    scales = np.resize(np.array([0.1, 1.0, 10.0, 100.0]), n)
+    """n Gaussian inputs (n, d), a quarter each at scales 0.1, 1, 10, 100 (kinks far out on a line are near 0 too)."""
+    scales = np.repeat(np.array([0.1, 1.0, 10.0, 100.0]), int(np.ceil(n / 4)))[:n]
     return np.asarray(jax.random.normal(key, (n, d), jnp.float64)) * scales[:, None]
 
 
@@ -571,7 +570,8 @@ def _fit_output_layer(oracle: Oracle, rng_key, recovered: dict, check_tolerance:
     singular = np.linalg.svd(design, compute_uv=False)
     rank = int(np.sum(singular > singular[0] * 1e-10))
     if rank < num_features:
-        return None, f"output layer: the hidden features at {x.shape[0]} query points have rank {rank} < {num_features}"
+        return None, (f"output layer: the hidden features at {x.shape[0]} query points have rank {rank} "
+                      f"< {num_features}")
     values = np.asarray(oracle.value(x), np.float64)                       # (n, k)
     coefficients, *_ = np.linalg.lstsq(design, values, rcond=None)         # (num_features, k)
     h = weights.shape[0]
