@@ -680,7 +680,8 @@ def main(argv=None):
                 if (r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) not in replaced]
         result["distill"] = keep + rerun
         result["ratios"] = query_ratios(result["distill"])
-        result["command"] = old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
+        result["command"] = (old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
+                             + f" --cnn-datasets {args.cnn_datasets} --cnn-kinds {args.cnn_kinds}")
         result["not_run"] = result.get("not_run", "").replace(
             "; the CNN students beyond 100 queries (double backpropagation through LeNet-5 on 2 shared cores)", "")
         args.skip_relu = args.skip_distill = True
