@@ -68,7 +68,7 @@ STEP_SIZE = 0.05  # MALA step size ε of every throughput row
 TARGET_SECONDS = 0.25  # each timed call of the limit lasts about this long (so ≥ ~0.2 s)
 ACCEPT_ONLY = "mala, accept step only"
 NOISE_AFTER_GRADIENT = "limit, noise after gradient"
-LIMIT_UNROLLED = "limit, unrolled threefry"
+LIMIT_UNROLLED = "limit, jaxprobe's generator"
 DIAGNOSTICS = (ACCEPT_ONLY, NOISE_AFTER_GRADIENT, LIMIT_UNROLLED)
 # Ratio targets jaxprobe-MALA-time / limit-time, by the smallest C they apply to.
 RATIO_TARGETS = ((1024, 1.10), (64, 1.15), (1, 1.30))
@@ -234,8 +234,8 @@ def build_limit(logdensity, x0, step_size, unrolled_threefry: bool = False):
 
     Its noise is ``jax.random.normal`` (as the issue defines the limit), whose Threefry
     JAX lowers on CPU as a rolled loop. ``unrolled_threefry=True`` is a diagnostic row:
-    the same limit drawing its noise with jaxprobe's unrolled Threefry
-    (``kernels.normal_and_uniform``, the generator jaxprobe's MALA uses), so a reader
+    the same limit drawing its noise with jaxprobe's generator (``kernels.normal_and_uniform``:
+    Threefry unrolled, two words per block, as jaxprobe's MALA draws them), so a reader
     can see how much of jaxprobe's ratio comes from the cheaper generator.
     """
     num_chains, dim = x0.shape
@@ -297,7 +297,8 @@ def build_accept_only_mala(logdensity, x0, step_size):
 
     The limit plus the Metropolis correction: the carried log density and gradient,
     one flat random-bits call per step for the noise and the uniforms (jaxprobe's
-    ``normal_and_uniform``), the reverse-proposal density and three selects. Its
+    ``normal_and_uniform``), the proposal-density ratio (one reduction, as in
+    ``kernels.MALA``) and three selects. Its
     ratio to the limit is the minimum cost of exactness in this implementation.
     """
     num_chains, dim = x0.shape
@@ -313,9 +314,9 @@ def build_accept_only_mala(logdensity, x0, step_size):
                 noise, uniform = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
                 proposal = x + step_size * grad + noise_scale * noise
                 proposal_value, proposal_grad = value_and_grad(proposal)
-                reverse = x - proposal - step_size * proposal_grad
-                log_ratio = (proposal_value - value - jnp.sum(reverse**2, axis=-1) / (4.0 * step_size)
-                             + 0.5 * jnp.sum(noise**2, axis=-1))
+                summed_grad = grad + proposal_grad
+                log_ratio = proposal_value - value - jnp.sum(
+                    summed_grad * (0.25 * step_size * summed_grad + math.sqrt(0.5 * step_size) * noise), axis=-1)
                 accept = jnp.log(uniform) < log_ratio
                 keep = accept[:, None]
                 return (jnp.where(keep, proposal, x), jnp.where(accept, proposal_value, value),
@@ -856,9 +857,10 @@ def section1_diagnostics(results: dict[str, Any]) -> list[str]:
              "stored draws, statistics or non-finite handling (the cost of the Metropolis correction alone); "
              f"*{NOISE_AFTER_GRADIENT}* = the limit with its noise draw ordered after its gradient, as MALA's "
              "proposal must be (the cost of losing the limit's RNG/gradient overlap); "
-             f"*{LIMIT_UNROLLED}* = the limit drawing its noise with jaxprobe's unrolled Threefry "
-             "(`jaxprobe.engine.random`, bit-identical to `jax.random.bits`) instead of `jax.random.normal`, "
-             "whose CPU lowering is a rolled loop: the part of jaxprobe's ratio that comes from the generator.", "",
+             f"*{LIMIT_UNROLLED}* = the limit drawing its noise with jaxprobe's generator "
+             "(`kernels.normal_and_uniform`: Threefry-2x32 written out unrolled, two words per block) instead of "
+             "`jax.random.normal`, whose CPU lowering is a rolled loop that uses one block per word: the part of "
+             "jaxprobe's ratio that comes from the generator.", "",
              f"| C | jaxprobe thin=1 | (CPU) | jaxprobe thin=10 | (CPU) | {ACCEPT_ONLY} | (CPU) | "
              f"{NOISE_AFTER_GRADIENT} | (CPU) | {LIMIT_UNROLLED} | (CPU) | limit CPU/wall |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -15,6 +15,11 @@ them. The unrolled path applies to Threefry keys with JAX's default
 ``unsafe_rbg``, a custom one) or the legacy non-partitionable layout falls back
 to ``jax.random.bits``.
 
+:func:`random_words` is the samplers' cheaper stream: the same unrolled hash,
+but both 32-bit halves of every block are used (two words per block, so half
+the hashing of ``jax.random.bits``), with each row (chain) hashing only its own
+counters.
+
 Threefry-2x32 (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3"):
 20 rounds of add / rotate / xor on a pair of 32-bit words, with the key injected
 every 4 rounds; the counter of word ``i`` is the 64-bit index ``i`` split into
@@ -31,7 +36,7 @@ from jax import lax
 
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["random_bits", "random_bits_at", "uses_unrolled_threefry"]
+__all__ = ["random_bits", "random_bits_at", "random_words", "uses_unrolled_threefry", "uses_threefry"]
 
 # Rotation constants of Threefry-2x32 for rounds 0-3 and 4-7 (then repeating).
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -43,6 +48,11 @@ def _typed(key: PRNGKey) -> Array:
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
     return jax.random.wrap_key_data(key)
+
+
+def uses_threefry(key: PRNGKey) -> bool:
+    """Whether ``key`` is a Threefry-2x32 key, so :func:`random_words` hashes it itself (a trace-time decision)."""
+    return str(jax.random.key_impl(_typed(key))) == "threefry2x32"
 
 
 def uses_unrolled_threefry(key: PRNGKey) -> bool:
@@ -112,3 +122,37 @@ def random_bits(rng_key: PRNGKey, num: int, dtype: Any = jnp.uint32) -> Array:
     if not uses_unrolled_threefry(rng_key) or num >= 2**32:
         return jax.random.bits(rng_key, (num,), dtype)
     return random_bits_at(rng_key, lax.iota(jnp.uint32, num), dtype)
+
+
+def random_words(rng_key: PRNGKey, num_rows: int, num_words: int, dtype: Any = jnp.uint32) -> Array:
+    """A ``(num_rows, num_words)`` block of random words; row ``r`` depends only on the key and ``r``.
+
+    The samplers' per-step stream (row = chain). Unlike :func:`random_bits` it is
+    not ``jax.random.bits``'s stream: it uses both 32-bit halves of every
+    Threefry-2x32 block, so a ``uint32`` word costs half a block instead of a
+    whole one (``jax.random.bits`` in its partitionable layout XORs the halves
+    into one word). For ``uint32`` row ``r`` hashes the counters
+    ``r·B + j``, ``j < B = ⌈num_words / 2⌉``, and its words are the first halves
+    of those blocks followed by the second halves (``[x0 | x1][:num_words]``).
+    For ``uint64`` (float64 samplers) each word is one block, ``x0·2³² + x1``,
+    with ``B = num_words``. Because every row hashes its own counters, a chain
+    axis sharded over devices computes its words locally, and the words do not
+    depend on the device count.
+
+    Other key implementations (``rbg``, ``unsafe_rbg``, custom ones), and
+    ``num_rows · B ≥ 2³²``, fall back to ``jax.random.bits(rng_key, (num_rows, num_words))``.
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.dtype(jnp.uint32), jnp.dtype(jnp.uint64)):
+        raise TypeError(f"dtype must be uint32 or uint64, got {dtype}")
+    is_uint32 = dtype == jnp.dtype(jnp.uint32)
+    blocks_per_row = (num_words + 1) // 2 if is_uint32 else num_words
+    if not uses_threefry(rng_key) or num_rows * blocks_per_row >= 2**32:
+        return jax.random.bits(rng_key, (num_rows, num_words), dtype)
+    key_words = jax.random.key_data(_typed(rng_key)).astype(jnp.uint32)
+    rows = lax.broadcasted_iota(jnp.uint32, (num_rows, blocks_per_row), 0)
+    cols = lax.broadcasted_iota(jnp.uint32, (num_rows, blocks_per_row), 1)
+    first, second = _threefry2x32(key_words, jnp.zeros_like(rows), rows * jnp.uint32(blocks_per_row) + cols)
+    if is_uint32:
+        return jnp.concatenate([first, second], axis=1)[:, :num_words]
+    return (first.astype(jnp.uint64) << jnp.uint64(32)) | second.astype(jnp.uint64)
