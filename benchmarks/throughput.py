@@ -10,7 +10,9 @@ it can be (see the notes written into the results for where it cannot).
 Sections
 --------
 1. Throughput (chain-steps/s) of jaxprobe MALA (``core.run`` through the jitted
-   ``api._run_chunk``, thin = 1 and thin = 10, same number of transitions) against
+   ``api._run_chunk``, thin = 1 and thin = 10, same number of transitions, draws
+   written into a donated trace buffer reused from call to call as ``sample`` reuses
+   it from chunk to chunk) against
    "the limit": a jitted ``lax.scan`` doing one vmapped ``value_and_grad`` per
    chain per step plus the unadjusted Langevin update, noise drawn as one flat
    batched call per step.
@@ -332,7 +334,11 @@ def build_accept_only_mala(logdensity, x0, step_size):
 
 
 def build_jaxprobe_mala(logdensity, x0, step_size, thin):
-    """jaxprobe MALA through ``api._run_chunk`` (= jit of ``core.run``); every call starts from the same state."""
+    """jaxprobe MALA through ``api._run_chunk`` (= jit of ``core.run``); every call starts from the same state.
+
+    Each call writes its draws into the trace buffer the previous call returned (donated),
+    as ``jaxprobe.sample`` does between chunks once a chunk's draws are copied out.
+    """
     kernel = kernels.MALA()
     num_chains, dim = x0.shape
     parameters = core.default_parameters(kernel, num_chains, dim, jnp.float32, step_size=step_size)
@@ -342,8 +348,17 @@ def build_jaxprobe_mala(logdensity, x0, step_size, thin):
         if steps % thin:
             raise ValueError(f"steps={steps} is not a multiple of thin={thin}")
         key = jax.random.key(2)
-        return lambda: jax.block_until_ready(
-            api._run_chunk(key, state0, kernel, logdensity, steps // thin, thin))
+        num_draws = steps // thin
+        buffers = [core.Trace(jnp.zeros((num_draws, num_chains, dim), jnp.float32),
+                              jnp.zeros((num_draws, num_chains), jnp.float32))]
+
+        def call():
+            result = jax.block_until_ready(
+                api._run_chunk(key, state0, kernel, logdensity, num_draws, thin, buffers.pop()))
+            buffers.append(result[1])
+            return result
+
+        return call
 
     def acceptance(result):
         _, _, stats = result

@@ -239,9 +239,10 @@ def _init(kernel, logdensity_fn, positions, parameters):
     return core.init(kernel, logdensity_fn, positions, parameters)
 
 
-@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"))
-def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin):
-    return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin)
+@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"), donate_argnames=("trace",))
+def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace=None):
+    """One chunk of :func:`core.run`; a given ``trace`` (buffers to write the draws into) is donated."""
+    return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace)
 
 
 @partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "target", "shared"))
@@ -410,38 +411,45 @@ def sample(
                            step_size_mode, target_acceptance_rate, step_size)
     resumed = _load_checkpoint(checkpoint, run_id, state, sharding) if checkpoint is not None else None
     try:
+        # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
+        draws = _HostDraws(num_samples, num_chains, layout.dim, dtype)
         if resumed is None:
             state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
                                 target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
-            trace_positions, trace_logdensity, stats_sum = [], [], None
+            stats_sum = None
             if checkpoint is not None:
-                _save_checkpoint(checkpoint, run_id, state, trace_positions, trace_logdensity, stats_sum)
+                _save_checkpoint(checkpoint, run_id, state, draws, stats_sum)
         else:
-            state, trace_positions, trace_logdensity, stats_sum = resumed
-            bar.update(num_warmup + sum(len(t) for t in trace_positions) * thin, float("nan"), "resumed")
-        draws_done = sum(len(t) for t in trace_positions)
+            state, saved_positions, saved_logdensity, stats_sum = resumed
+            draws.append(saved_positions, saved_logdensity)
+            bar.update(num_warmup + draws.count * thin, float("nan"), "resumed")
         draws_per_chunk = chunk_size or max(1, math.ceil(num_samples / 20))
+        # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
+        # later chunk of the same length, which writes in place (no allocation or zero-fill per chunk).
+        free_buffers: dict[int, list[core.Trace]] = {}
         pending = None
-        for num_draws in _chunks(num_samples - draws_done, draws_per_chunk):
-            state, trace, stats = _run_chunk(key_sampling, state, kernel, flat_logdensity, num_draws, thin)
+        for num_draws in _chunks(num_samples - draws.count, draws_per_chunk):
+            buffers = free_buffers.get(num_draws) or [_new_trace(num_draws, num_chains, layout.dim, dtype, sharding)]
+            state, trace, stats = _run_chunk(key_sampling, state, kernel, flat_logdensity, num_draws, thin,
+                                             buffers.pop())
             if pending is not None:  # copy the previous chunk out while this one computes
-                stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+                stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
             pending = (trace, stats, num_draws * thin)
             if checkpoint is not None:  # the state on file must match the draws on file: collect now
-                stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+                stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
                 pending = None
-                _save_checkpoint(checkpoint, run_id, state, trace_positions, trace_logdensity, stats_sum)
+                _save_checkpoint(checkpoint, run_id, state, draws, stats_sum)
         if pending is not None:
-            stats_sum = _collect(pending, trace_positions, trace_logdensity, stats_sum, bar)
+            stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
     finally:
         bar.close()
 
     # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
-    positions_host = np.swapaxes(np.concatenate(trace_positions, axis=0), 0, 1)
+    positions_host = np.swapaxes(draws.position, 0, 1)
     steps = num_samples * thin
     return Samples(
         positions=layout.unflatten_draws(positions_host),
-        logdensity=np.swapaxes(np.concatenate(trace_logdensity, axis=0), 0, 1),
+        logdensity=np.swapaxes(draws.logdensity, 0, 1),
         acceptance_rate=stats_sum["acceptance_rate_sum"] / steps,
         step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (num_chains,)).copy(),
         num_divergent=stats_sum["num_divergent"],
@@ -479,14 +487,36 @@ def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_sampl
     }
 
 
-def _save_checkpoint(path, run_id, state, trace_positions, trace_logdensity, stats_sum) -> None:
+class _HostDraws:
+    """Host arrays for all kept draws, ``position`` ``(N, C, D)`` and ``logdensity`` ``(N, C)``, filled in order."""
+
+    def __init__(self, num_samples: int, num_chains: int, dim: int, dtype: Any):
+        self.position = np.empty((num_samples, num_chains, dim), dtype)
+        self.logdensity = np.empty((num_samples, num_chains), dtype)
+        self.count = 0
+
+    def append(self, positions: np.ndarray, logdensity: np.ndarray) -> None:
+        end = self.count + len(positions)
+        self.position[self.count:end] = positions
+        self.logdensity[self.count:end] = logdensity
+        self.count = end
+
+
+def _new_trace(num_draws: int, num_chains: int, dim: int, dtype: Any, sharding: NamedSharding) -> core.Trace:
+    """Device buffers for one chunk's draws, chain axis sharded like the chains (axis 1)."""
+    draw_sharding = NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
+    return core.Trace(jnp.zeros((num_draws, num_chains, dim), dtype, device=draw_sharding),
+                      jnp.zeros((num_draws, num_chains), dtype, device=draw_sharding))
+
+
+def _save_checkpoint(path, run_id, state, draws, stats_sum) -> None:
     """Write draws so far, their statistics and the engine state atomically (arrays + JSON, no pickle)."""
     arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
     arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
     arrays["step"] = _to_host(state.step)
-    if trace_positions:
-        arrays["draws.position"] = np.concatenate(trace_positions, axis=0)
-        arrays["draws.logdensity"] = np.concatenate(trace_logdensity, axis=0)
+    if draws.count:
+        arrays["draws.position"] = draws.position[:draws.count]
+        arrays["draws.logdensity"] = draws.logdensity[:draws.count]
         arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
     arrays["header"] = np.asarray(json.dumps(run_id))
     atomic_write(path, lambda stream: np.savez(stream, **arrays))
@@ -508,17 +538,22 @@ def _load_checkpoint(path, run_id, template_state, sharding):
         parameters = {name: _to_device(data[f"param.{name}"], sharding) for name in template_state.parameters}
         state = core.EngineState(kernel_state, parameters, jnp.asarray(data["step"]))
         if "draws.position" in data.files:
-            trace_positions, trace_logdensity = [data["draws.position"]], [data["draws.logdensity"]]
+            saved_positions, saved_logdensity = data["draws.position"], data["draws.logdensity"]
             stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS}
         else:
-            trace_positions, trace_logdensity, stats_sum = [], [], None
-    return state, trace_positions, trace_logdensity, stats_sum
+            saved_positions, saved_logdensity, stats_sum = None, None, None
+    if saved_positions is None:
+        template = template_state.kernel_state
+        saved_positions = np.empty((0,) + tuple(template.position.shape), template.position.dtype)
+        saved_logdensity = np.empty((0,) + tuple(template.logdensity.shape), template.logdensity.dtype)
+    return state, saved_positions, saved_logdensity, stats_sum
 
 
-def _collect(pending, trace_positions, trace_logdensity, stats_sum, bar):
+def _collect(pending, draws, stats_sum, bar, free_buffers):
+    """Copy a finished chunk's draws into ``draws`` and hand its device buffers back for reuse."""
     trace, stats, steps = pending
-    trace_positions.append(_to_host(trace.position))
-    trace_logdensity.append(_to_host(trace.logdensity))
+    draws.append(_to_host(trace.position), _to_host(trace.logdensity))
+    free_buffers.setdefault(trace.position.shape[0], []).append(trace)
     host = {name: _to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)
             for name in _STAT_FIELDS}
     bar.update(steps, float(host["acceptance_rate_sum"].mean() / steps), "sampling")

@@ -143,13 +143,22 @@ def _transition(kernel, logdensity_fn, rng_key, state):
 
 
 def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
-        num_draws: int, thin: int = 1) -> tuple[EngineState, Trace, RunStats]:
+        num_draws: int, thin: int = 1, trace: Trace | None = None) -> tuple[EngineState, Trace, RunStats]:
     """Advance all chains by ``num_draws * thin`` transitions, keeping every ``thin``-th.
 
     Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_draws`` and ``thin``
     are static). Only kept draws are stored: memory is ``O(num_draws · C · D)``
     whatever ``thin`` is. The per-step keys ``fold_in(rng_key, t)`` are derived
     for the whole run in one batched call before the scan.
+
+    ``trace``: optional buffers to write the kept draws into, ``position``
+    ``(num_draws, C, D)`` and ``logdensity`` ``(num_draws, C)`` (their contents are
+    overwritten). Donate them to the enclosing ``jax.jit`` (``donate_argnames``)
+    and pass the returned trace back in on the next call, once its draws are
+    copied out: the draws are then written in place, with no fresh allocation
+    and no zero-fill of the output per call. On CPU that is 5-8% of a MALA step
+    at ``thin=1`` (page faults of a new buffer on every call). Without it, the
+    scan stacks the draws into a new buffer.
 
     Returns
     -------
@@ -159,6 +168,11 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
         and per-chain sums over all transitions.
     """
     position = state.kernel_state.position
+    if trace is not None:
+        expected = ((num_draws,) + position.shape, (num_draws, position.shape[0]))
+        got = (tuple(trace.position.shape), tuple(trace.logdensity.shape))
+        if got != expected:
+            raise ValueError(f"trace must have shapes {expected} (num_draws, C, D) and (num_draws, C), got {got}")
     stats0 = RunStats.zeros(position.shape[0], position.dtype)
     steps = state.step + jnp.arange(num_draws * thin, dtype=jnp.int32).reshape(num_draws, thin)
     step_keys = jax.vmap(jax.vmap(lambda t: jax.random.fold_in(rng_key, t)))(steps)
@@ -168,16 +182,37 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
         kernel_state, info = kernel.step(step_key, state.kernel_state, state.parameters, logdensity_fn)
         return (EngineState(kernel_state, state.parameters, state.step + 1), stats.add(info)), None
 
-    def one_draw(carry, keys):
+    def advance(carry, keys):
         if thin == 1:
             carry, _ = transition(carry, keys[0])
         else:
             carry, _ = jax.lax.scan(transition, carry, keys)
-        kernel_state = carry[0].kernel_state
-        return carry, (kernel_state.position, kernel_state.logdensity)
+        return carry
 
-    (state, stats), (positions, logdensities) = jax.lax.scan(one_draw, (state, stats0), step_keys)
-    return state, Trace(positions, logdensities), stats
+    if trace is None:
+        def one_draw(carry, keys):
+            carry = advance(carry, keys)
+            kernel_state = carry[0].kernel_state
+            return carry, (kernel_state.position, kernel_state.logdensity)
+
+        (state, stats), (positions, logdensities) = jax.lax.scan(one_draw, (state, stats0), step_keys)
+        return state, Trace(positions, logdensities), stats
+
+    def one_draw_into(carry, inputs):
+        keys, index = inputs
+        carry, buffers = carry
+        carry = advance(carry, keys)
+        kernel_state = carry[0].kernel_state
+        buffers = Trace(
+            jax.lax.dynamic_update_index_in_dim(buffers.position, kernel_state.position.astype(buffers.position.dtype),
+                                                index, 0),
+            jax.lax.dynamic_update_index_in_dim(buffers.logdensity,
+                                                kernel_state.logdensity.astype(buffers.logdensity.dtype), index, 0))
+        return (carry, buffers), None
+
+    ((state, stats), trace), _ = jax.lax.scan(one_draw_into, ((state, stats0), trace),
+                                              (step_keys, jnp.arange(num_draws, dtype=jnp.int32)))
+    return state, trace, stats
 
 
 # ---------------------------------------------------------------- warmup
