@@ -189,6 +189,35 @@ def test_core_matches_sample_bit_for_bit():
     np.testing.assert_array_equal(result.positions, np.asarray(trace.chain_major().position))
 
 
+@pytest.mark.parametrize("thin", [1, 3])
+def test_core_run_into_donated_buffers_gives_the_same_draws(thin):
+    """run(..., trace=buffers) writes the draws in place (buffers donated and reused) with the same values."""
+    kernel = kernels.MALA()
+    init = jnp.asarray(_init())
+    state = core.init(kernel, std_normal, init, {"step_size": jnp.asarray(0.4, jnp.float32)})
+    run_into = jax.jit(core.run, static_argnums=(2, 3, 4, 5), donate_argnums=6)
+    key = jax.random.key(8)
+    _, expected, expected_stats = jax.jit(core.run, static_argnums=(2, 3, 4, 5))(key, state, kernel, std_normal, 12,
+                                                                                  thin)
+    buffers = core.Trace(jnp.full((12,) + init.shape, jnp.nan), jnp.full((12, init.shape[0]), jnp.nan))
+    for _ in range(2):  # the second call reuses the first call's output buffers
+        _, trace, stats = run_into(key, state, kernel, std_normal, 12, thin, buffers)
+        assert buffers.position.is_deleted()  # donated, written in place
+        np.testing.assert_array_equal(np.asarray(trace.position), np.asarray(expected.position))
+        np.testing.assert_array_equal(np.asarray(trace.logdensity), np.asarray(expected.logdensity))
+        np.testing.assert_array_equal(np.asarray(stats.num_accepted), np.asarray(expected_stats.num_accepted))
+        buffers = trace
+
+
+def test_core_run_rejects_trace_buffers_of_the_wrong_shape():
+    kernel = kernels.MALA()
+    init = jnp.asarray(_init())
+    state = core.init(kernel, std_normal, init, {"step_size": jnp.asarray(0.4, jnp.float32)})
+    wrong = core.Trace(jnp.zeros((5,) + init.shape), jnp.zeros((5, init.shape[0])))
+    with pytest.raises(ValueError, match="trace must have shapes"):
+        core.run(jax.random.key(0), state, kernel, std_normal, 6, 1, wrong)
+
+
 def test_core_warmup_is_pure_and_adapts():
     kernel = kernels.HMC(num_integration_steps=5)
     logdensity = lambda x: -0.5 * jnp.sum((x / jnp.array([0.1, 3.0])) ** 2)
