@@ -298,7 +298,7 @@ def build_accept_only_mala(logdensity, x0, step_size):
     """Diagnostic: exact MALA and nothing else (no stored draws, no statistics, no non-finite handling).
 
     The limit plus the Metropolis correction: the carried log density and gradient,
-    one flat random-bits call per step for the noise and the uniforms (jaxprobe's
+    one random-words call per step for the noise and the uniforms (jaxprobe's
     ``normal_and_uniform``), the proposal-density ratio (one reduction, as in
     ``kernels.MALA``) and three selects. Its
     ratio to the limit is the minimum cost of exactness in this implementation.
