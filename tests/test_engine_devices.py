@@ -5,9 +5,8 @@ set before JAX initializes its backend.
 
 Bit-identity needs the same arithmetic on every device: the engine's own steps are batch-invariant
 (per-step keys by fold_in, random words hashed from each chain's own counters, cross-chain statistics
-by a fixed pairwise tree), but
-XLA:CPU runs elementwise code in SIMD blocks with a scalar remainder loop that can round
-differently. With the number of chains per device a multiple of 16, no chain falls in a
+by a fixed pairwise tree), but XLA:CPU runs elementwise code in SIMD blocks with a scalar remainder
+loop that can round differently. With the number of chains per device a multiple of 16, no chain falls in a
 remainder, and every sampler is bit-identical on 1 and 4 devices (tested below with 64 chains).
 ChEES included: its cross-chain adaptation (jaxprobe.engine.chees) sums over chains by the same
 pairwise tree and blocks XLA's multiply-add contraction where the sharded program's fusions differ.
