@@ -118,6 +118,14 @@ def test_random_bits_uint64_under_x64():
         ours = np.asarray(random_bits(key, 333, jnp.uint64))
         theirs = np.asarray(jax.random.bits(key, (333,), jnp.uint64))
         assert ours.dtype == np.uint64 and (ours == theirs).all()
+        # random_words for float64 samplers: one block per word, x0 * 2**32 + x1, counters r * W + j.
+        from jax.extend.random import threefry_2x32
+        from jaxprobe.engine.random import random_words
+        words = np.asarray(random_words(key, 3, 5, jnp.uint64))
+        counters = np.arange(15, dtype=np.uint32)
+        halves = np.asarray(threefry_2x32(jax.random.key_data(key), np.concatenate([np.zeros(15, np.uint32), counters])))
+        expected = (halves[:15].astype(np.uint64) << np.uint64(32)) | halves[15:].astype(np.uint64)
+        assert (words == expected.reshape(3, 5)).all()
         print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
