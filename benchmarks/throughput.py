@@ -853,6 +853,49 @@ def machine() -> dict[str, Any]:
             "jax_devices": [str(device) for device in jax.devices()]}
 
 
+def _system_busy_seconds() -> float | None:
+    """CPU seconds all processes have spent busy since boot (Linux ``/proc/stat``), or None elsewhere."""
+    try:
+        with open("/proc/stat") as stream:
+            fields = [int(value) for value in stream.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherWork:
+    """How much CPU other processes used while this benchmark ran: system busy time minus our own.
+
+    The 1-minute load average cannot tell: on 2 cores this benchmark's own threads
+    alone put it above 1. Reported in cores (0 = the machine was ours alone).
+    """
+
+    def __init__(self):
+        self.wall, self.own, self.system = time.perf_counter(), time.process_time(), _system_busy_seconds()
+
+    def cores(self) -> float | None:
+        system = _system_busy_seconds()
+        if system is None or self.system is None:
+            return None
+        others = (system - self.system) - (time.process_time() - self.own)
+        return max(0.0, others) / (time.perf_counter() - self.wall)
+
+
+def load_banner(results: dict[str, Any]) -> str:
+    """One line on whether other work shared the machine during the run (from ``OtherWork``)."""
+    cores = results.get("other_work_cores")
+    count = results["machine"]["cpu_count"]
+    if cores is None:
+        return "Other work on the machine during the run: not measured (no /proc/stat)."
+    if cores < 0.15:
+        return (f"Other work on the machine during the run: {cores:.2f} of {count} cores on average, i.e. the "
+                "machine was idle apart from this benchmark.")
+    return (f"**Machine shared with other work**: other processes used {cores:.2f} of {count} cores on average "
+            "during the run. Wall-time ratios scatter by tens of percent under such load; CPU-time ratios are the "
+            "stable figure (see below).")
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "–"
@@ -890,14 +933,10 @@ def section1_diagnostics(results: dict[str, Any]) -> list[str]:
 
 def markdown_limit_only(results: dict[str, Any]) -> str:
     """Section 1 alone (``--limit-only``): the ratios to the limit and the diagnostic rows."""
-    load = results.get("load_average", {})
     lines = ["# jaxprobe MALA vs the limit (section 1 of benchmarks/throughput.py alone)", "",
              f"{results['date']} · {results['machine']['cpu_model']} ({results['machine']['cpu_count']} cores) · "
              f"jax {results['versions']['jax']}", "",
-             f"**Machine shared with other work**: 1-minute load average {load.get('start', float('nan')):.1f} at "
-             f"the start and {load.get('end', float('nan')):.1f} at the end, on {results['machine']['cpu_count']} "
-             "cores. Wall-time ratios scatter by tens of percent under such load; CPU-time ratios are the stable "
-             "figure (see below).", "",
+             load_banner(results), "",
              f"Target: MLP probe 30→64→64→1, τ = {TEMPERATURE}, float32, MALA step size {STEP_SIZE}; "
              f"{results['config']['repetitions']} interleaved repetitions (order rotated each time), compile "
              "excluded. Ratio = candidate time per step / limit time per step.", "",
@@ -920,6 +959,7 @@ def markdown(results: dict[str, Any]) -> str:
              f"Target: MLP probe 30→64→64→1, G = (f(x) − 0.5)², τ = {TEMPERATURE}, N(0, I) prior, float32, "
              f"MALA step size {STEP_SIZE}. Times: min over {results['config']['repetitions']} interleaved "
              "repetitions, compile excluded.", "",
+             load_banner(results) if "other_work_cores" in results else "", "",
              "## 1. jaxprobe MALA vs the limit (chain-steps/s; ratio = jaxprobe time / limit time)", "",
              "PASS/FAIL uses the ratio of min times; (in brackets) the median over repetitions of the ratio within "
              "one repetition, to show how noisy the machine was.", "",
@@ -1027,9 +1067,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                 "step_size": STEP_SIZE, "ratio_targets": dict(RATIO_TARGETS)},
     }
     load_start = os.getloadavg()[0]
+    other_work = OtherWork()
     if args.limit_only:
         results["throughput"] = throughput_section(config, weights, logdensity, counter, peers_wanted=False)
         results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
+        results["other_work_cores"] = other_work.cores()
         results["total_seconds"] = time.perf_counter() - started
         write_atomically(os.path.join(args.out, "throughput.limit.json"), json.dumps(results, indent=2) + "\n")
         table = markdown_limit_only(results)
@@ -1038,6 +1080,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return results
     results["throughput"] = throughput_section(config, weights, logdensity, counter)
     results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
+    results["other_work_cores"] = other_work.cores()  # during section 1 and the peers (the timed ratios)
     results["ess"] = ess_section(config, logdensity, probe, counter)
     results["ess"]["chees_targets"] = chees_targets(results["ess"]["rows"], config)
     results["total_seconds"] = time.perf_counter() - started
