@@ -111,3 +111,62 @@ def test_unsupported_and_unfitted_estimators_are_refused():
     model = from_sklearn(linear_model.LinearRegression().fit(REGRESSION[0], REGRESSION[2]))
     with pytest.raises(ValueError, match=r"expects one input of shape \(10,\)"):
         model(jnp.zeros(3))
+
+
+# ---------------------------------------------------------------- CalibratedClassifierCV
+# sklearn 1.9 deprecates SVC(probability=True) in favour of CalibratedClassifierCV(SVC(), ensemble=False).
+
+CALIBRATED = [
+    ("binary", svm.SVC(kernel="rbf"), "sigmoid", False),  # sklearn's recommended replacement
+    ("binary", svm.SVC(kernel="rbf"), "sigmoid", True),
+    ("binary", linear_model.LogisticRegression(max_iter=2000), "temperature", True),
+    ("binary", neural_network.MLPClassifier((16,), max_iter=300, random_state=0), "isotonic", False),
+    ("multiclass", svm.SVC(kernel="poly", degree=3), "sigmoid", True),
+    ("multiclass", svm.SVC(kernel="rbf"), "isotonic", False),
+    ("multiclass", neural_network.MLPClassifier((16,), max_iter=300, random_state=0), "temperature", False),
+    ("multiclass", linear_model.LogisticRegression(max_iter=2000), "sigmoid", False),
+]
+
+
+@pytest.mark.parametrize("kind,base,method,ensemble", CALIBRATED,
+                         ids=[f"{k}-{type(b).__name__}-{m}-ensemble={e}" for k, b, m, e in CALIBRATED])
+def test_calibrated_classifiers_match_predict_proba(kind, base, method, ensemble):
+    from sklearn.base import clone
+    from sklearn.calibration import CalibratedClassifierCV
+
+    data = BINARY if kind == "binary" else MULTICLASS
+    estimator = CalibratedClassifierCV(clone(base), method=method, ensemble=ensemble, cv=3)
+    x_train, x_test, y_train, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MLP convergence warnings at max_iter=300
+        estimator.fit(x_train, y_train)
+    model = from_sklearn(estimator)
+    # Held-out inputs and the same inputs moved off the data, where the calibrators extrapolate.
+    rng = np.random.default_rng(0)
+    inputs = np.concatenate([x_test, x_test[:30] + rng.normal(size=(30, x_test.shape[1]))])
+    ours, reference = model.predict_batch(inputs), estimator.predict_proba(inputs)
+    assert np.abs(ours - reference).max() <= 2e-5, np.abs(ours - reference).max()
+    assert model.output == "probabilities" and list(model.classes) == list(estimator.classes_)
+    assert model.differentiable == (method != "isotonic")
+    if model.differentiable:  # one input at a time, under jit and grad
+        x0 = jnp.asarray(x_test[0], jnp.float32)
+        np.testing.assert_allclose(np.asarray(jax.jit(model)(x0)), reference[0], atol=2e-5)
+        assert np.all(np.isfinite(np.asarray(jax.grad(lambda x: model(x)[-1])(x0))))
+
+
+def test_calibrated_tree_ensemble_and_refused_bases():
+    """Trees are calibrated through their probabilities (not differentiable); a base whose
+    decision_function jaxprobe does not import is refused with the reason."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+    x_train, x_test, y_train, _ = BINARY
+    forest = CalibratedClassifierCV(RandomForestClassifier(20, random_state=0), method="temperature", cv=3)
+    forest.fit(x_train, y_train)
+    model = from_sklearn(forest)
+    np.testing.assert_allclose(model.predict_batch(x_test), forest.predict_proba(x_test), atol=2e-5)
+    assert not model.differentiable and not np.any(np.isnan(model.predict_batch(x_test)))
+    boosted = CalibratedClassifierCV(GradientBoostingClassifier(n_estimators=5, random_state=0), cv=3)
+    boosted.fit(x_train, y_train)
+    with pytest.raises(TypeError, match="decision_function"):
+        from_sklearn(boosted)

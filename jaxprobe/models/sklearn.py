@@ -12,7 +12,9 @@ liblinear's one-vs-rest), SVC (binary and multi-class one-vs-one) and SVR with l
 sigmoid kernels (SVC with ``probability=True`` gives its Platt-scaled
 probabilities, coupled pairwise as libsvm does; without it, its decision
 function: a scalar for two classes, else in its ``decision_function_shape``),
-MLPClassifier and MLPRegressor; tree ensembles through
+MLPClassifier and MLPRegressor, CalibratedClassifierCV (sigmoid, isotonic or
+temperature calibration of a supported classifier; ``CalibratedClassifierCV(SVC(),
+ensemble=False)`` is sklearn 1.9's replacement for ``SVC(probability=True)``); tree ensembles through
 :mod:`jaxprobe.models.trees` (piecewise constant: use them as the comparison model
 ŷ or with a gradient-free sampler).
 """
@@ -193,14 +195,14 @@ def _ovr_from_ovo(ovo: Array, num_classes: int) -> Array:
     return votes + confidence / (3 * (jnp.abs(confidence) + 1))
 
 
-def _svm(estimator, is_classifier: bool) -> ImportedModel:
+def _svm(estimator, is_classifier: bool, probabilities: bool = True) -> ImportedModel:
     if callable(estimator.kernel) or estimator.kernel == "precomputed":
         raise ValueError("from_sklearn cannot import an SVM with a callable or precomputed kernel")
     kernel = _kernel(estimator)
     support = _const(estimator.support_vectors_)
     name = type(estimator).__name__
     if is_classifier and len(estimator.classes_) > 2:
-        return _multiclass_svc(estimator, kernel, support)
+        return _multiclass_svc(estimator, kernel, support, probabilities)
     dual = _const(estimator.dual_coef_)[0]
     intercept = float(estimator.intercept_[0])
 
@@ -211,7 +213,7 @@ def _svm(estimator, is_classifier: bool) -> ImportedModel:
         return ImportedModel(decision, num_features=support.shape[1], is_classifier=False, output="prediction",
                              estimator_name=name)
     platt_a, platt_b = np.ravel(getattr(estimator, "_probA", [])), np.ravel(getattr(estimator, "_probB", []))
-    if platt_a.size:  # fitted with probability=True
+    if platt_a.size and probabilities:  # fitted with probability=True
         prob_a, prob_b = float(platt_a[0]), float(platt_b[0])
 
         def proba(x):
@@ -225,7 +227,7 @@ def _svm(estimator, is_classifier: bool) -> ImportedModel:
                          classes=estimator.classes_, estimator_name=name)
 
 
-def _multiclass_svc(estimator, kernel, support) -> ImportedModel:
+def _multiclass_svc(estimator, kernel, support, probabilities: bool = True) -> ImportedModel:
     """K > 2 classes: libsvm's one-vs-one machines, one per class pair (i < j).
 
     Pair (i, j) has decision value ``Σ_{s∈i} dual[j−1, s] K(s, x) + Σ_{s∈j} dual[i, s] K(s, x) + b_ij``
@@ -251,7 +253,7 @@ def _multiclass_svc(estimator, kernel, support) -> ImportedModel:
 
     name = type(estimator).__name__
     platt_a, platt_b = np.ravel(getattr(estimator, "_probA", [])), np.ravel(getattr(estimator, "_probB", []))
-    if platt_a.size:
+    if platt_a.size and probabilities:
         prob_a, prob_b = _const(platt_a), _const(platt_b)
         rows = np.array([i for i, _ in pairs])
         cols = np.array([j for _, j in pairs])
@@ -315,6 +317,114 @@ def _mlp(estimator, is_classifier: bool) -> ImportedModel:
                          classes=estimator.classes_, estimator_name=name)
 
 
+def _calibration_response(estimator) -> tuple[Callable[[Array], Array], bool, bool]:
+    """What ``CalibratedClassifierCV`` reads from its fitted base classifier, as a JAX function of one input.
+
+    sklearn's ``_get_response_values(..., ["decision_function", "predict_proba"])``: the decision
+    function when the classifier has one, else ``predict_proba``; for two classes the
+    positive class's column only. Returns ``(fn, from_probabilities, differentiable)``; ``fn(x)`` is ``(m,)``.
+    """
+    from sklearn import linear_model, svm
+
+    if hasattr(estimator, "decision_function"):
+        if isinstance(estimator, svm.SVC):
+            decision = _svm(estimator, True, probabilities=False).fn
+        elif isinstance(estimator, linear_model.LogisticRegression):
+            coef, intercept = _const(estimator.coef_), _const(estimator.intercept_)
+
+            def decision(x):
+                scores = x @ coef.T + intercept
+                return scores[0] if coef.shape[0] == 1 else scores
+        else:
+            raise TypeError(f"from_sklearn cannot calibrate {type(estimator).__name__}: CalibratedClassifierCV reads "
+                            "its decision_function, which jaxprobe imports for SVC and LogisticRegression only")
+        return (lambda x: jnp.atleast_1d(decision(x))), False, True
+    probabilities = from_sklearn(estimator)
+    if len(estimator.classes_) == 2:
+        return (lambda x: probabilities.fn(x)[1:]), True, probabilities.differentiable
+    return probabilities.fn, True, probabilities.differentiable
+
+
+def _calibrated(estimator) -> ImportedModel:
+    """``CalibratedClassifierCV``: the mean over its calibrated classifiers of calibrator(base response).
+
+    Per calibrated classifier (sklearn's ``_CalibratedClassifier.predict_proba``):
+
+    - ``"sigmoid"`` (Platt): class k's probability ``1 / (1 + exp(a_k s_k + b_k))`` of response ``s_k``;
+    - ``"isotonic"``: linear interpolation of the fitted thresholds, clipped at the ends (piecewise linear);
+    - then two classes: ``p_0 = 1 − p_1``; more: divided by their sum (uniform where the sum is 0: a
+      discontinuity, so an isotonic map whose output is 0 in float64 but 1e-7 in float32 lands on the
+      other side of it; turn on ``jax_enable_x64`` to follow sklearn there too);
+    - ``"temperature"``: ``softmax(β · logits)``, logits being the decision values (two classes:
+      ``(−s, s)``) or ``log(p + 1e-12)`` of probabilities. sklearn tells the two apart per batch
+      (all rows in [0, 1] summing to 1 are taken as probabilities); here the base's method decides.
+
+    The replacement sklearn 1.9 recommends for ``SVC(probability=True)`` is
+    ``CalibratedClassifierCV(SVC(), ensemble=False)``: one calibrated classifier.
+    """
+    from sklearn.preprocessing import LabelEncoder
+
+    classes = estimator.classes_
+    num_classes = len(classes)
+    members = []
+    differentiable = True
+    for calibrated in estimator.calibrated_classifiers_:
+        base = calibrated.estimator
+        response, from_probabilities, base_differentiable = _calibration_response(base)
+        differentiable &= base_differentiable
+        if calibrated.method == "temperature":
+            beta = float(np.ravel(calibrated.calibrators[0].beta_)[0])
+
+            def member(x, response=response, from_probabilities=from_probabilities, beta=beta):
+                values = response(x)
+                if from_probabilities:
+                    if num_classes == 2:
+                        # sklearn's (1 − p, p); a tree ensemble's float32 p can exceed 1 by a rounding
+                        # error, which would make log(1 − p + 1e-12) NaN where sklearn has log(1e-12).
+                        values = jnp.concatenate([jnp.maximum(1.0 - values, 0.0), values])
+                    logits = jnp.log(values + 1e-12)
+                else:
+                    logits = jnp.concatenate([-values, values]) if values.shape[0] == 1 else values
+                return jax.nn.softmax(beta * logits)
+        elif calibrated.method in ("sigmoid", "isotonic"):
+            class_index = LabelEncoder().fit(calibrated.classes).transform(base.classes_)
+            if num_classes == 2:
+                class_index = class_index + 1  # the one response is classes_[1]'s
+            maps = []
+            for calibrator in calibrated.calibrators:
+                if calibrated.method == "sigmoid":
+                    maps.append(("sigmoid", float(calibrator.a_), float(calibrator.b_)))
+                else:
+                    maps.append(("isotonic", _const(calibrator.X_thresholds_), _const(calibrator.y_thresholds_)))
+                    differentiable = False  # piecewise linear with flat pieces: gradients vanish there
+
+            def member(x, response=response, class_index=class_index, maps=maps):
+                values = response(x)
+                columns = []
+                for value, (kind, first, second) in zip(values, maps):
+                    if kind == "sigmoid":
+                        columns.append(jax.nn.sigmoid(-(first * value + second)))
+                    else:
+                        columns.append(jnp.interp(value, first, second))
+                proba = jnp.zeros((num_classes,), values.dtype).at[class_index[:len(columns)]].set(
+                    jnp.stack(columns))
+                if num_classes == 2:
+                    return proba.at[0].set(1.0 - proba[1])
+                total = jnp.sum(proba)
+                safe = jnp.where(total == 0, 1.0, total)
+                return jnp.where(total == 0, 1.0 / num_classes, proba / safe)
+        else:
+            raise TypeError(f"from_sklearn does not support CalibratedClassifierCV(method={calibrated.method!r})")
+        members.append(member)
+
+    def proba(x):
+        return sum(member(x) for member in members) / len(members)
+
+    num_features = int(estimator.n_features_in_)
+    return ImportedModel(proba, num_features=num_features, is_classifier=True, output="probabilities",
+                         classes=classes, differentiable=differentiable, estimator_name=type(estimator).__name__)
+
+
 def from_sklearn(estimator: Any) -> ImportedModel:
     """A fitted scikit-learn estimator (or an xgboost model) as a pure JAX function of one input.
 
@@ -338,9 +448,11 @@ def from_sklearn(estimator: Any) -> ImportedModel:
     except TypeError:
         raise TypeError(f"from_sklearn needs a fitted scikit-learn estimator, got {type(estimator).__name__}") \
             from None
-    from sklearn import linear_model, neural_network, svm
+    from sklearn import calibration, linear_model, neural_network, svm
 
     classifier = is_classifier(estimator)
+    if isinstance(estimator, calibration.CalibratedClassifierCV):
+        return _calibrated(estimator)
     if isinstance(estimator, linear_model.LogisticRegression):
         return _logistic(estimator)
     if isinstance(estimator, (linear_model.LinearRegression, linear_model.Ridge)):
@@ -355,7 +467,8 @@ def from_sklearn(estimator: Any) -> ImportedModel:
         return _wrap_trees(tree_ensemble_from_sklearn(estimator), estimator)
     raise TypeError(f"from_sklearn does not support {type(estimator).__name__}; supported: LinearRegression, "
                     "Ridge, LogisticRegression, SVC, SVR, MLPClassifier, MLPRegressor, DecisionTree*, "
-                    "RandomForest*, ExtraTrees*, GradientBoosting*, and xgboost models")
+                    "RandomForest*, ExtraTrees*, GradientBoosting*, CalibratedClassifierCV of these, and xgboost "
+                    "models")
 
 
 def _wrap_trees(tree_model: Any, estimator: Any) -> ImportedModel:
