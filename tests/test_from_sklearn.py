@@ -170,3 +170,26 @@ def test_calibrated_tree_ensemble_and_refused_bases():
     boosted.fit(x_train, y_train)
     with pytest.raises(TypeError, match="decision_function"):
         from_sklearn(boosted)
+
+
+def test_config_svms_fall_back_to_calibrated_svc_without_the_probability_parameter(monkeypatch):
+    """Config sweeps build SVC(probability=True) while scikit-learn has it, else (1.11 removes it) the
+    recommended CalibratedClassifierCV(SVC(), ensemble=False); both give probabilities through from_sklearn."""
+    from sklearn.calibration import CalibratedClassifierCV
+
+    from jaxprobe.sweeps import from_config
+
+    platt = from_config._probabilistic_svc({"kernel": "rbf", "random_state": 0})
+    assert isinstance(platt, svm.SVC) and platt.probability
+
+    class SVCWithoutProbability(svm.SVC):
+        def get_params(self, deep=True):
+            return {k: v for k, v in super().get_params(deep).items() if k != "probability"}
+
+    monkeypatch.setattr(svm, "SVC", SVCWithoutProbability)
+    calibrated = from_config._probabilistic_svc({"kernel": "rbf", "random_state": 0})
+    assert isinstance(calibrated, CalibratedClassifierCV) and calibrated.ensemble is False
+    x_train, x_test, y_train, _ = BINARY
+    calibrated.fit(x_train, y_train)
+    np.testing.assert_allclose(from_sklearn(calibrated).predict_batch(x_test), calibrated.predict_proba(x_test),
+                               atol=2e-5)

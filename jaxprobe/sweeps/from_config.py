@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from typing import Any
 
 import jax
@@ -104,6 +105,20 @@ def load_network(path: str) -> list[dict[str, np.ndarray]]:
     return layers
 
 
+def _probabilistic_svc(options: dict):
+    """An SVC with probabilities: libsvm's Platt scaling while scikit-learn has ``probability=True``
+    (deprecated in 1.9, removed in 1.11), else its replacement ``CalibratedClassifierCV(SVC(), ensemble=False)``
+    (sigmoid calibration on 5-fold cross-validated decision values, as libsvm does). Both import with
+    ``from_sklearn``."""
+    from sklearn import svm
+
+    if "probability" in svm.SVC().get_params():
+        return svm.SVC(**{"probability": True, **options})
+    from sklearn.calibration import CalibratedClassifierCV
+
+    return CalibratedClassifierCV(svm.SVC(**options), ensemble=False)
+
+
 def _estimator(kind: str, task: str, options: dict, seed: int):
     from sklearn import ensemble, linear_model, neural_network, svm, tree
 
@@ -121,7 +136,7 @@ def _estimator(kind: str, task: str, options: dict, seed: int):
     if kind in ("svm_rbf", "svm_poly"):
         kernel = {"kernel": kind.split("_")[1]}
         if classify:
-            return svm.SVC(**{**kernel, "probability": True, "random_state": seed, **options})
+            return _probabilistic_svc({**kernel, "random_state": seed, **options})
         return svm.SVR(**{**kernel, **options})
     if kind == "decision_tree":
         cls = tree.DecisionTreeClassifier if classify else tree.DecisionTreeRegressor
@@ -200,7 +215,11 @@ class Prepared:
         def fit():
             estimator = _estimator(settings["kind"], self.task, settings["options"], settings["seed"])
             try:
-                estimator.fit(self.z_train, self.train.y)
+                with warnings.catch_warnings():
+                    # sklearn 1.9 deprecates SVC(probability=True): the config chose it (see _probabilistic_svc),
+                    # not the user's code, so the FutureWarning would only be noise.
+                    warnings.filterwarnings("ignore", message=".*probability.*deprecated", category=FutureWarning)
+                    estimator.fit(self.z_train, self.train.y)
             except (TypeError, ValueError) as error:
                 raise ConfigError(f"[{section}] options: {settings['kind']} cannot be fitted with "
                                   f"{settings['options']}: {error}") from None
