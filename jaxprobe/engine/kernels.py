@@ -118,9 +118,9 @@ def normal_and_uniform(rng_key: PRNGKey, num_chains: int, dim: int, dtype: Any,
     - ``both_halves=False``: one block per word, the words of
       ``jax.random.bits(rng_key, (C·D + C,))`` laid out chain-major (word
       ``c·D + d`` is noise ``(c, d)``, word ``C·D + c`` chain ``c``'s uniform).
-      RWMH uses this layout: its log density fuses with the noise computation,
-      and with the paired words' buffer XLA:CPU duplicated the erf⁻¹ polynomial
-      into fusions that rounded differently on 1 and 4 devices
+      RWMH uses this layout: XLA:CPU recomputes the noise inside the fusion that
+      evaluates an elementwise log density, and with the paired words that fused
+      evaluation differed in the last bit between 1 and 4 devices
       (``tests/test_engine_devices.py``); with this layout they agree.
     """
     dtype = jnp.dtype(dtype)
