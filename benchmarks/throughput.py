@@ -231,11 +231,11 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
 # ------------------------------------------------------------------ JAX candidates (all jitted lax.scan)
 
 
-def build_limit(logdensity, x0, step_size, unrolled_threefry: bool = False):
+def build_limit(logdensity, x0, step_size, jaxprobe_generator: bool = False):
     """The limit: one vmapped value_and_grad per chain per step + the unadjusted Langevin update.
 
     Its noise is ``jax.random.normal`` (as the issue defines the limit), whose Threefry
-    JAX lowers on CPU as a rolled loop. ``unrolled_threefry=True`` is a diagnostic row:
+    JAX lowers on CPU as a rolled loop. ``jaxprobe_generator=True`` is a diagnostic row:
     the same limit drawing its noise with jaxprobe's generator (``kernels.normal_and_uniform``:
     Threefry unrolled, two words per block, as jaxprobe's MALA draws them), so a reader
     can see how much of jaxprobe's ratio comes from the cheaper generator.
@@ -249,7 +249,7 @@ def build_limit(logdensity, x0, step_size, unrolled_threefry: bool = False):
         def run(key, x):
             def step(x, t):
                 _, grad = value_and_grad(x)
-                if unrolled_threefry:
+                if jaxprobe_generator:
                     noise, _ = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
                 else:
                     # One flat batched normal call per step (about 1.5x cheaper than a shaped one on CPU).
@@ -606,7 +606,7 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
         candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
                                     build_limit_noise_after_gradient(logdensity, x0, STEP_SIZE)(steps)))
         candidates.append(Candidate(LIMIT_UNROLLED, num_chains, steps,
-                                    build_limit(logdensity, x0, STEP_SIZE, unrolled_threefry=True)(steps)))
+                                    build_limit(logdensity, x0, STEP_SIZE, jaxprobe_generator=True)(steps)))
         num_own = len(candidates)
 
         # Peers get their own step count (so each call also lasts about target_seconds).

@@ -57,7 +57,7 @@ def uses_threefry(key: PRNGKey) -> bool:
 
 def uses_unrolled_threefry(key: PRNGKey) -> bool:
     """Whether :func:`random_bits` takes the unrolled path for this key (a trace-time decision)."""
-    return str(jax.random.key_impl(_typed(key))) == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
+    return uses_threefry(key) and bool(jax.config.jax_threefry_partitionable)
 
 
 def _rotate_left(word: Array, distance: int) -> Array:
