@@ -4,10 +4,11 @@ from jaxprobe import (constraints, datasets, engine, extract, latent, models, pl
                       sweeps)
 from jaxprobe.engine import Samples, sample
 from jaxprobe.generate import generate
+from jaxprobe.question import Question
 from jaxprobe.sweeps import sweep
 from jaxprobe.target import gibbs
 
 __version__ = "0.1.0"
 
-__all__ = ["sample", "generate", "sweep", "Samples", "gibbs", "priors", "probes", "constraints", "models", "datasets",
+__all__ = ["sample", "generate", "sweep", "Samples", "Question", "gibbs", "priors", "probes", "constraints", "models", "datasets",
            "plots", "engine", "extract", "latent", "reconstruct", "sweeps", "__version__"]

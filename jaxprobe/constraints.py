@@ -344,7 +344,7 @@ class Restriction:
         a group with an entry below 1e-6 (a real one-hot vector) are moved inside the
         simplex first: ``(1 − ε)·x + ε/K``, ε = :data:`ONE_HOT_INIT_SMOOTHING`.
         """
-        x = np.asarray(x, np.float64)
+        x = np.array(x, np.float64)  # a copy: one-hot rows on the simplex's edge are moved inside below
         if x.shape[-1] != self.dim:
             raise ValueError(f"expected points with {self.dim} features, got shape {x.shape}")
         if np.any(self.is_fixed):
@@ -355,17 +355,6 @@ class Restriction:
         low, high = self.low[self.free_indices], self.high[self.free_indices]
         if np.any(free <= low) or np.any(free >= high):
             raise ValueError("init must lie strictly inside the Box bounds (the bijection maps onto the open box)")
-        both = self._has_low & self._has_high
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = (free - low) / (high - low)
-            two_sided = np.log(unit) - np.log1p(-unit)
-            from_low = free - low
-            from_high = high - free
-            inverse_softplus = lambda y: y + np.log(-np.expm1(-y))
-            z = np.where(both, two_sided,
-                         np.where(self._has_low, inverse_softplus(from_low),
-                                  np.where(self._has_high, inverse_softplus(from_high), free)))
-        parts = [z]
         for columns in self.groups:
             p = x[..., columns]
             if np.any(p < 0) or not np.allclose(p.sum(axis=-1), 1.0, rtol=0, atol=1e-4):
@@ -373,9 +362,35 @@ class Restriction:
                                  "(entries >= 0 summing to 1)")
             on_edge = np.min(p, axis=-1, keepdims=True) < 1e-6
             eps = ONE_HOT_INIT_SMOOTHING
-            p = np.where(on_edge, (1 - eps) * p + eps / columns.size, p)
-            parts.append(np.log(p[..., :-1]) - np.log(p[..., -1:]))
-        return np.concatenate(parts, axis=-1)
+            x[..., columns] = np.where(on_edge, (1 - eps) * p + eps / columns.size, p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.unconstrain(x, np)
+
+    def unconstrain(self, x: Any, xp: Any = jnp) -> Any:
+        """The inverse map x ``(..., dim)`` → z ``(..., num_free)`` without checks (``xp``: ``numpy`` or
+        ``jax.numpy``, so the host and compiled code share one formula). A point outside a bound or off
+        the open simplex gives a non-finite z; :meth:`inverse` validates first."""
+        free = x[..., self.free_indices]
+        dtype = free.dtype
+        low = xp.asarray(self._low, dtype)
+        high = xp.asarray(self._high, dtype)
+        unit = (free - low) / (high - low)
+        two_sided = xp.log(unit) - xp.log1p(-unit)
+        inverse_softplus = lambda y: y + xp.log(-xp.expm1(-y))  # noqa: E731
+        both = self._has_low & self._has_high
+        z = xp.where(both, two_sided,
+                     xp.where(self._has_low, inverse_softplus(free - low),
+                              xp.where(self._has_high, inverse_softplus(high - free), free)))
+        parts = [z]
+        for columns in self.groups:
+            log_p = xp.log(x[..., columns])
+            parts.append(log_p[..., :-1] - log_p[..., -1:])
+        return xp.concatenate(parts, axis=-1)
+
+    @property
+    def concentrations(self) -> list[np.ndarray]:
+        """The Dirichlet concentration α ``(K,)`` of each sampled one-hot group (same order as ``groups``)."""
+        return list(self._concentrations)
 
 
 def restriction(constraints: Any, dim: int) -> Restriction:

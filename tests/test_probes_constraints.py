@@ -197,7 +197,7 @@ def test_generate_prediction_risky_concentrates_at_the_boundary():
 def test_generate_validates_before_sampling():
     with pytest.raises(ValueError, match="temperature must be finite and > 0"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=0.0, num_chains=4, num_samples=5, dim=2)
-    with pytest.raises(ValueError, match="needs the number of features"):
+    with pytest.raises(ValueError, match="number of features is not known"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=1.0, num_chains=4, num_samples=5)
     with pytest.raises(ValueError, match="init breaks a Fixed constraint"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=1.0, num_chains=2, num_samples=5,

@@ -21,7 +21,8 @@ from jaxprobe.engine.kernels import SAMPLERS
 from jaxprobe.engine.samples import Samples
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
-__all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "make_kernel"]
+__all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
+           "make_kernel", "compiled_program_count"]
 
 STEP_SIZE_MODES = ("per_chain", "shared")
 
@@ -29,6 +30,12 @@ STEP_SIZE_MODES = ("per_chain", "shared")
 def known_samplers() -> tuple[str, ...]:
     """Names accepted by ``sample(..., sampler=NAME)``."""
     return tuple(SAMPLERS)
+
+
+def known_sampler_starts_at_target(sampler: str) -> bool:
+    """Whether ``sampler`` draws its chains' starting points from the target itself (sequential Monte Carlo),
+    so that user-given starting points are not used and chains need not mix between modes."""
+    return bool(getattr(SAMPLERS.get(sampler), "starts_at_target", False))
 
 
 def make_kernel(sampler: str, **options: Any):
@@ -253,6 +260,11 @@ def _warmup_chunk(rng_key, warmup_state, kernel, logdensity_fn, is_slow, is_wind
 @partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_steps", "target"))
 def _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target):
     return core.chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target)
+
+
+def compiled_program_count() -> int:
+    """How many programs the engine's jitted pieces hold (grows by the programs a call compiled)."""
+    return sum(function._cache_size() for function in (_init, _run_chunk, _warmup_chunk, _chees_warmup))
 
 
 def _chunks(total: int, size: int) -> list[int]:

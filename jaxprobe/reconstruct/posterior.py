@@ -25,14 +25,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe.engine.api import canonicalize_key, known_samplers
+from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers
+from jaxprobe.generate import answer
 from jaxprobe.priors import DiagonalGaussian, StandardNormal
 from jaxprobe.reconstruct.priors import prior_moments
 from jaxprobe.reconstruct.victims import as_classifier
-from jaxprobe.target import check_temperature, gibbs
+from jaxprobe.question import Question
+from jaxprobe.target import check_temperature
 from jaxprobe.types import LogDensityFn, PRNGKey
 
-__all__ = ["Reconstruction", "reconstruct", "reconstruct_many", "reconstruction_logdensity"]
+__all__ = ["Reconstruction", "reconstruct", "reconstruct_many", "reconstruction_logdensity", "reconstruction_question"]
 
 _GRADIENT_SAMPLERS = ("mala", "hmc", "nuts", "chees")
 
@@ -109,34 +111,70 @@ class Reconstruction:
         return np.concatenate(rows)[order], np.concatenate(labels)[order]
 
 
+class _WhitenedPriors:
+    """log Π_s Π_k prior_s(m_s + L_s z_{s,k}) of a flat ``z`` ``(S·K·D,)``, and exact draws of it (for SMC).
+
+    The whitening is linear, so its Jacobian is a constant and left out.
+    """
+
+    def __init__(self, priors: Sequence[Any], means: Sequence[np.ndarray], choleskys: Sequence[np.ndarray],
+                 num_classes: int):
+        self.priors, self.means, self.choleskys = list(priors), list(means), list(choleskys)
+        self.num_classes, self.dim = num_classes, self.means[0].size
+
+    def features(self, z):
+        """``(S·K·D,)`` → points in feature units ``(S, K, D)``."""
+        z = z.reshape(len(self.priors), self.num_classes, self.dim)
+        return jnp.stack([jnp.asarray(m, z.dtype) + z[s] @ jnp.asarray(L.T, z.dtype)
+                          for s, (m, L) in enumerate(zip(self.means, self.choleskys))])
+
+    def __call__(self, z):
+        x = self.features(z)
+        return sum(jnp.sum(jax.vmap(prior)(x[s])) for s, prior in enumerate(self.priors))
+
+    def sample(self, rng_key, num, dtype=jnp.float32):
+        keys = jax.random.split(rng_key, len(self.priors))
+        parts = []
+        for key, prior, m, L in zip(keys, self.priors, self.means, self.choleskys):
+            x = jnp.asarray(prior.sample(key, num * self.num_classes, dtype=dtype), dtype)
+            whitening = jnp.asarray(np.linalg.inv(L).T, dtype)
+            parts.append(((x - jnp.asarray(m, dtype)) @ whitening).reshape(num, 1, self.num_classes, self.dim))
+        return jnp.concatenate(parts, axis=1).reshape(num, -1)
+
+
+def reconstruction_question(settings: Sequence[tuple[Any, Any, np.ndarray, np.ndarray]], temperature: float
+                            ) -> Question:
+    """The all-classes reconstruction target of S prepared ``(classifier, prior, mean, cholesky)`` settings as
+    ONE :class:`jaxprobe.Question` on a flat whitened ``z`` ``(S·K·D,)``:
+    G(z) = −Σ_s Σ_k log p_s(k | x_{s,k}), prior Π_s Π_k prior_s(x_{s,k}), ``x_{s,k} = m_s + L_s z_{s,k}``."""
+    classifiers = [setting[0] for setting in settings]
+    priors = _WhitenedPriors([s[1] for s in settings], [s[2] for s in settings], [s[3] for s in settings],
+                             classifiers[0].num_classes)
+
+    def negative_log_likelihood(z):
+        x = priors.features(z)
+        return -sum(jnp.sum(c.log_class_probabilities(x[s])) for s, c in enumerate(classifiers))
+
+    size = len(settings) * priors.num_classes * priors.dim
+    return Question(negative_log_likelihood, temperature, priors, dim=size)
+
+
 def reconstruction_logdensity(classifier: Any, prior: Any, *, temperature: float = 1.0,
                               mean: Any = None, cholesky: Any = None) -> LogDensityFn:
     """The log density of the all-classes reconstruction target in whitened coordinates.
 
     ``logdensity(z)`` for ``z`` ``(K, D)``: with ``x_k = mean + cholesky @ z_k``,
-    ``Σ_k log p_model(k | x_k) / τ + log p_prior(x_k)`` (built with :func:`jaxprobe.gibbs`,
-    G(z) = −Σ_k log p_model(k | x_k)). ``mean`` / ``cholesky`` default to 0 / I (no whitening).
+    ``Σ_k log p_model(k | x_k) / τ + log p_prior(x_k)`` — the log density of
+    :func:`reconstruction_question` for one setting. ``mean`` / ``cholesky`` default to 0 / I (no whitening).
     """
     classifier = as_classifier(classifier)
-    tau = check_temperature(temperature)
     dim = classifier.num_features
     mean = np.zeros(dim) if mean is None else np.asarray(mean, np.float64)
     cholesky = np.eye(dim) if cholesky is None else np.asarray(cholesky, np.float64)
     if mean.shape != (dim,) or cholesky.shape != (dim, dim):
         raise ValueError(f"mean must be ({dim},) and cholesky ({dim}, {dim}); got {mean.shape}, {cholesky.shape}")
-
-    def features(z):
-        return jnp.asarray(mean, z.dtype) + z @ jnp.asarray(cholesky.T, z.dtype)
-
-    def negative_log_likelihood(z):
-        return -jnp.sum(classifier.log_class_probabilities(features(z)))
-
-    prior_fn = prior
-
-    def log_prior(z):
-        return jnp.sum(jax.vmap(prior_fn)(features(z)))
-
-    return gibbs(negative_log_likelihood, tau, log_prior)
+    question = reconstruction_question([(classifier, prior, mean, cholesky)], temperature)
+    return lambda z: question.logdensity(z.reshape(-1))
 
 
 def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype):
@@ -243,7 +281,7 @@ def reconstruct_many(
         raise ValueError(f"num_candidates must be a positive int, got {num_candidates}")
 
     key_init, key_sample = jax.random.split(rng_key)
-    starts, weights, logdensities, batched = [], [], [], {}
+    starts, weights, batched = [], [], {}
     for index, (classifier, prior, mean, cholesky) in enumerate(prepared):  # S settings, built once
         if id(classifier) not in batched:  # one compiled batch evaluation per distinct model
             batched[id(classifier)] = (
@@ -254,17 +292,17 @@ def reconstruct_many(
         start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T
         starts.append(start_z.reshape(np.shape(start)))
         weights.append(class_weights)
-        logdensities.append(reconstruction_logdensity(classifier, prior, temperature=tau, mean=mean,
-                                                      cholesky=cholesky))
-    if len(logdensities) == 1:
-        logdensity, start_z = logdensities[0], starts[0].astype(dtype)
-    else:
-        def logdensity(z):  # z: (S, K, D); the S terms are unrolled at trace time
-            return sum(term(z[index]) for index, term in enumerate(logdensities))
-
-        start_z = np.stack(starts, axis=1).astype(dtype)  # (C, S, K, D)
-    samples = sample(key_sample, logdensity, start_z, sampler=sampler, num_samples=num_samples,
-                     num_warmup=num_warmup, thin=thin, progress=progress, **sample_options)
+    question = reconstruction_question(prepared, tau)
+    # Chains start from the sampling-importance-resampling draws (C, S, K, D), flattened as the question's z;
+    # SMC starts from exact prior draws instead (the reference of its tempering path).
+    start_z = None if known_sampler_starts_at_target(sampler) else \
+        np.stack(starts, axis=1).astype(dtype).reshape(int(num_chains), -1)
+    flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples, init=start_z,
+                  sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress, dtype=dtype,
+                  **sample_options)
+    event_shape = (num_classes, dim) if len(prepared) == 1 else (len(prepared), num_classes, dim)
+    samples = dataclasses.replace(flat, positions=np.asarray(flat.positions).reshape(
+        flat.positions.shape[:2] + event_shape))
     z = np.asarray(samples.positions, np.float64)
     results = []
     for index, (classifier, prior, mean, cholesky) in enumerate(prepared):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -30,9 +31,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxprobe._io import atomic_write
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
-from jaxprobe.engine.api import canonicalize_key, chain_sharding, make_kernel
+from jaxprobe.engine.api import canonicalize_key, chain_sharding, compiled_program_count, make_kernel
 from jaxprobe.engine.samples import Samples
+from jaxprobe.generate import answer
 from jaxprobe.probes import Probe, as_probe
+from jaxprobe.question import Question, infer_dim
 from jaxprobe.sweeps.diagnostics import rhat_ess_bulk
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
     classify_axes
@@ -122,18 +125,7 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 
 
 def _resolve_dim(problem: SweepProblem) -> int:
-    if problem.dim is not None:
-        return _check_int("dim", problem.dim, 1)
-    mean = getattr(problem.prior, "mean", None)
-    if mean is not None:
-        return int(np.size(mean))
-    for constraint in (problem.constraints if isinstance(problem.constraints, (list, tuple))
-                       else [problem.constraints]):
-        low = getattr(constraint, "low", None)
-        if low is not None and getattr(constraint, "indices", None) is None and np.ndim(low) == 1:
-            return int(np.size(low))
-    raise ValueError("sweep needs the number of features: pass dim=d, a prior with a mean, "
-                     "or return SweepProblem(probe, dim=d) from build_probe")
+    return infer_dim(dim=problem.dim, prior=problem.prior, constraints=problem.constraints)
 
 
 def _as_problem(value: Any, prior: Any, constraints: Any, dim: Any) -> SweepProblem:
@@ -180,30 +172,20 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
     fixed_step = settings["fixed_step_size"]
     shared = settings["step_size_mode"] == "shared"
     target = settings["target_acceptance_rate"]
-    prior_samples = settings["prior_samples"]
-    num_free, dim = restricted.num_free, restricted.dim
+    num_free = restricted.num_free
 
     def one_cell(base_key, seed, temperature, step_size, values):
         problem = _as_problem(build_probe(**static_params, **values), problem0.prior, problem0.constraints,
                               problem0.dim)
-        probe, prior = problem.probe, problem.prior
+        question = Question(problem.probe, temperature, problem.prior, restricted)
         # The keys of generate(fold_in(base_key, seed), ...): init, then sample's warmup / sampling split.
         key = jax.random.fold_in(base_key, seed)
         key_init, key_sample = jax.random.split(key)
         key_warmup, key_sampling = jax.random.split(key_sample)
-        if prior_samples:
-            z0 = jnp.asarray(prior.sample(key_init, num_chains), dtype)
-        else:
-            z0 = jax.random.normal(key_init, (num_chains, num_free), dtype)
+        z0 = question.initial_positions(key_init, num_chains, dtype)
         if mesh is not None:
             z0 = jax.lax.with_sharding_constraint(z0, NamedSharding(mesh, PartitionSpec("chains")))
-
-        def logdensity(z):
-            x = restricted.forward(z)
-            value = -probe(x) / temperature + restricted.log_det_jacobian(z)
-            if prior is not None:
-                value = value + prior(x)
-            return value
+        logdensity = question.logdensity
 
         parameters = core.default_parameters(kernel, num_chains, num_free, dtype,
                                              step_size if fixed_step else None)
@@ -221,8 +203,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             state, _ = core.warmup(key_warmup, state, kernel, logdensity, num_warmup, target, shared)
         state, trace, stats = core.run(key_sampling, state, kernel, logdensity, num_samples, thin)
 
-        x = jax.vmap(jax.vmap(restricted.forward))(trace.position)  # (N, C, d)
-        probe_values = jax.vmap(jax.vmap(probe))(x)  # (N, C)
+        x = jax.vmap(jax.vmap(question.to_data))(trace.position)  # (N, C, d), one-hot groups relaxed
+        probe_values = jax.vmap(jax.vmap(question.probe.fn))(x)  # (N, C)
         chain_major_x = jnp.swapaxes(x, 0, 1)  # (C, N, d)
         chain_major_probe = jnp.swapaxes(probe_values, 0, 1)
         steps = num_samples * thin
@@ -507,6 +489,17 @@ def sweep(
         if bar is not None:
             bar.update(len(failed))
 
+    def _store(index: int, row: dict[str, Any], cell_samples: Samples | None) -> None:
+        """Keep a finished cell's row and samples, in memory and in ``out``."""
+        rows[index] = row
+        if out is not None:
+            if cell_samples is not None:
+                cell_samples.save(os.path.join(out, row["samples"]))
+            _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), row)
+            _write_table(out, [r for r in rows if r is not None], axis_names)
+        if samples is not None:
+            samples[index] = cell_samples
+
     try:
         for group_number, (static_key, indices) in enumerate(groups.items()):
             static_values = dict(static_key)
@@ -514,8 +507,28 @@ def sweep(
             settings["fixed_step_size"] = "step_size" in axis_names or step_size is not None
             batch = min(cells_per_batch or len(indices), len(indices))
             probe_params = {k: v for k, v in static_values.items() if k not in engine_names}
+            if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
+                index = indices[0]
+                tick = time.perf_counter()
+                programs = compiled_program_count()
+                try:
+                    row, cell_samples = _single_run(
+                        rng_key, build_probe, probe_params, batched_probe_axes, cells[index], defaults, settings,
+                        prior, constraints, dim, sampler_options, dtype, devices, ids[index], index, group_number,
+                        progress and bar is None)
+                except _SweepUsageError as error:
+                    raise ValueError(str(error)) from None
+                except Exception as error:  # noqa: BLE001 - recorded per cell, the sweep goes on
+                    record_failure([index], error, group_number)
+                    continue
+                num_compilations += int(compiled_program_count() > programs)
+                row["seconds"] = time.perf_counter() - tick
+                _store(index, row, cell_samples)
+                if bar is not None:
+                    bar.update(1)
+                continue
             try:
-                compiled, compile_seconds, is_new = _compiled_program(
+                (compiled, restricted), compile_seconds, is_new = _compiled_program(
                     rng_key, build_probe, probe_params, batched_probe_axes, settings, batch, prior, constraints, dim,
                     sampler_options, dtype, devices)
                 num_compilations += int(is_new)
@@ -540,16 +553,8 @@ def sweep(
                 for position, index in enumerate(chunk):
                     one = {name: value[position] for name, value in result.items()}
                     row, cell_samples = _cell_row(cells[index], ids[index], index, one, settings, seconds,
-                                                  compile_seconds, group_number)
-                    rows[index] = row
-                    if out is not None:
-                        if cell_samples is not None:
-                            cell_samples.save(os.path.join(out, row["samples"]))
-                        _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), row)
-                    if samples is not None:
-                        samples[index] = cell_samples
-                if out is not None:
-                    _write_table(out, [r for r in rows if r is not None], axis_names)
+                                                  compile_seconds, group_number, restricted)
+                    _store(index, row, cell_samples)
                 if bar is not None:
                     chain_steps = len(chunk) * settings["num_chains"] * (
                         settings["num_warmup"] + settings["num_samples"] * settings["thin"])
@@ -596,7 +601,7 @@ def _compiled_program(*args):
     key = _cache_key(*args[1:])
     if key in _PROGRAM_CACHE:
         return _PROGRAM_CACHE[key][0], 0.0, False
-    compiled, seconds = _compile_group(*args)
+    compiled, seconds = _compile_group(*args)  # compiled: (program, restriction)
     if len(_PROGRAM_CACHE) >= _PROGRAM_CACHE_SIZE:
         _PROGRAM_CACHE.pop(next(iter(_PROGRAM_CACHE)))
     _PROGRAM_CACHE[key] = (compiled, args[1], args[6], args[7])  # keep the objects in the key alive
@@ -629,14 +634,6 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
                                f"{getattr(shape, 'shape', shape)}")
     problem0 = captured["problem"]
     restricted = restriction(problem0.constraints, problem0.dim)
-    prior_samples = False
-    if problem0.prior is not None and hasattr(problem0.prior, "sample") and restricted.is_identity:
-        try:
-            drawn = jax.eval_shape(lambda k: problem0.prior.sample(k, settings["num_chains"]), rng_key)
-            prior_samples = drawn.shape == (settings["num_chains"], restricted.num_free)
-        except Exception:  # noqa: BLE001 - no usable .sample: start from N(0, I) as generate does
-            prior_samples = False
-    settings = dict(settings, prior_samples=prior_samples)
     mesh = None
     device_list = list(jax.devices() if devices is None else devices)
     if len(device_list) > 1:
@@ -654,7 +651,7 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
         compiled = jax.jit(program).lower(*example).compile()
     except _TRACER_ERRORS as error:
         raise _SweepUsageError(f"build_probe cannot take the batched axes as traced values: {error}") from None
-    return compiled, time.perf_counter() - tick
+    return (compiled, restricted), time.perf_counter() - tick
 
 
 def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
@@ -664,42 +661,89 @@ def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
     return row
 
 
-def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group):
-    """The table row and Samples of one finished cell; a cell that cannot be sampled is marked failed."""
-    row = {"cell": identifier, "index": index, **cell}
-    row.update({column: None for column in TABLE_COLUMNS})
-    row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
+def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group, restricted):
+    """The table row and Samples of one finished cell of a batched program; a cell that cannot be sampled
+    is marked failed."""
     initial = one["initial_logdensity"]
-    error = None
     if not np.all(np.isfinite(initial)):
         bad = np.nonzero(~np.isfinite(initial))[0]
-        error = (f"ValueError: log density is not finite at the initial positions of chains {bad[:10].tolist()}: "
-                 "the probe or prior is undefined there")
-    elif not np.all(np.isfinite(one["positions"])):
-        error = "FloatingPointError: draws contain NaN or inf"
-    if error is not None:
-        row.update(status="error", error=error)
-        return row, None
-    probe = one["probe"].astype(np.float64)
+        return _error_row(cell, identifier, index,
+                          f"ValueError: log density is not finite at the initial positions of chains "
+                          f"{bad[:10].tolist()}: the probe or prior is undefined there", group), None
     samples = Samples(
         positions=one["positions"], logdensity=one["logdensity"], acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
         num_gradient_evaluations=one["num_gradient_evaluations"].astype(np.int64), sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"))
+    return _finished_row(cell, identifier, index, samples, one["probe"], one["rhat"], one["ess_bulk"], seconds,
+                         compile_seconds, group, restricted.report if restricted.is_relaxed else None)
+
+
+def _finished_row(cell, identifier, index, samples, probe, rhat, ess_bulk, seconds, compile_seconds, group,
+                  report=None):
+    """The row of a cell whose draws (relaxed, data space) are in ``samples``: statistics of G on the draws
+    the sampler visited, R̂ / ESS of every coordinate; the stored positions are then ``report``-ed (valid
+    one-hot vectors, integers) as generate reports them."""
+    row = {"cell": identifier, "index": index, **cell}
+    row.update({column: None for column in TABLE_COLUMNS})
+    row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
+    if not np.all(np.isfinite(samples.positions)):
+        row.update(status="error", error="FloatingPointError: draws contain NaN or inf")
+        return row, None
+    probe = np.asarray(probe, np.float64)
     quantiles = np.quantile(probe, [0.05, 0.5, 0.95])
     row.update(
         status="ok", error=None,
-        acceptance_rate=float(np.mean(one["acceptance_rate"])),
-        step_size=float(np.median(one["step_size"])),
+        acceptance_rate=float(np.mean(samples.acceptance_rate)),
+        step_size=float(np.median(samples.step_size)),
         # Constant coordinates (fixed features) have no R-hat or ESS (NaN): left out of the max / min.
-        max_rhat=_nan_reduce(np.nanmax, one["rhat"][:-1]),
-        min_ess_bulk=_nan_reduce(np.nanmin, one["ess_bulk"][:-1]),
+        max_rhat=_nan_reduce(np.nanmax, rhat[:-1]),
+        min_ess_bulk=_nan_reduce(np.nanmin, ess_bulk[:-1]),
         probe_mean=float(probe.mean()), probe_sd=float(probe.std(ddof=1)) if probe.size > 1 else 0.0,
         probe_min=float(probe.min()), probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
         probe_q95=float(quantiles[2]), probe_max=float(probe.max()),
-        probe_rhat=_finite_or_none(one["rhat"][-1]), probe_ess_bulk=_finite_or_none(one["ess_bulk"][-1]),
-        num_nonfinite=int(one["num_nonfinite"].sum()), num_divergent=int(one["num_divergent"].sum()),
+        probe_rhat=_finite_or_none(rhat[-1]), probe_ess_bulk=_finite_or_none(ess_bulk[-1]),
+        num_nonfinite=int(np.sum(samples.num_nonfinite)), num_divergent=int(np.sum(samples.num_divergent)),
         samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
     )
+    if report is not None:
+        samples = dataclasses.replace(samples, positions=report(samples.positions))
     return row, samples
+
+
+@functools.lru_cache(maxsize=16)
+def _probe_values_program(probe_fn):
+    return jax.jit(jax.vmap(jax.vmap(probe_fn)))
+
+
+def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
+                sampler_options, dtype, devices, identifier, index, group, progress):
+    """One cell as ONE run of its question through :func:`jaxprobe.generate.answer` (what generate does).
+
+    Batched probe parameters are handed to ``build_probe`` as JAX scalars of the dtype the batched program
+    would give them, so both paths build the same probe.
+    """
+    value = lambda name: cell.get(name, defaults.get(name))  # noqa: E731
+    values = {axis.name: jnp.asarray(cell[axis.name], np.int32 if axis.integer else dtype) for axis in batched_axes}
+    try:
+        built = build_probe(**probe_params, **values)
+    except _TRACER_ERRORS as error:  # pragma: no cover - concrete values cannot raise these
+        raise _SweepUsageError(str(error)) from None
+    problem = _as_problem(built, prior, constraints, dim)
+    question = Question(problem.probe, value("temperature"), problem.prior, problem.constraints,
+                        _resolve_dim(problem))
+    key = jax.random.fold_in(rng_key, value("seed"))
+    tick = time.perf_counter()
+    samples = answer(key, question, num_chains=settings["num_chains"], num_samples=settings["num_samples"],
+                     num_warmup=settings["num_warmup"], sampler=settings["sampler"], thin=settings["thin"],
+                     step_size=value("step_size") if settings["fixed_step_size"] else None,
+                     step_size_mode=settings["step_size_mode"],
+                     target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
+                     devices=devices, progress=progress, report="relaxed")
+    seconds = time.perf_counter() - tick
+    probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
+    one = {"positions": samples.positions[None], "probe": probe[None]}
+    rhat, ess_bulk = _diagnostics(one, settings["num_samples"])
+    report = question.restriction.report if question.restriction.is_relaxed else None
+    return _finished_row(cell, identifier, index, samples, probe, rhat[0], ess_bulk[0], seconds, 0.0, group, report)

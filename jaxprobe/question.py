@@ -1,0 +1,323 @@
+"""``jaxprobe.Question``: the one owner of a probing target, p(x) ∝ exp(−G(x)/τ)·prior(x) on a restricted space.
+
+A question is a probe G, a temperature τ, a prior and feature restrictions
+(:mod:`jaxprobe.constraints`). Every front end (``generate``, ``sweep``, the
+``jaxprobe`` command, ``reconstruct``, ``latent.generate``) builds one and hands
+it to the engine; nothing else assembles a target, so the same question asked
+through any of them is the same density, started the same way.
+
+The sampler runs on an unconstrained ``z`` ``(num_free,)``; ``x = T(z)``
+(:meth:`to_data`) maps it to data space. On z the question owns (probing
+paper, Eq. 3 with the change of variables of Sec. 3):
+
+- the **reference** ``log r(z) = log prior(T(z)) + log|det J_T(z)| + Σ_groups log Dir(x_g; α)``
+  (the prior restricted to the feature space, :meth:`reference_logdensity`);
+- the **tilt** ``ℓ(z) = −G(T(z))/τ`` (:meth:`tilt`);
+- the **target** ``log p(z) = log r(z) + ℓ(z)`` (:meth:`logdensity`).
+
+Tempering (``sampler="smc"``) moves from the reference to the target through
+``r(z)·exp(λ ℓ(z))``: stage λ is the same question at temperature τ/λ, and the
+normalizing constant ``log Z = log E_r[exp(−G/τ)]`` is the share of the prior's
+mass that answers the question.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.constraints import Restriction, restriction
+from jaxprobe.probes import Probe, as_probe
+from jaxprobe.target import check_temperature
+from jaxprobe.types import Array, PRNGKey
+
+__all__ = ["Question", "infer_dim"]
+
+
+def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constraints: Any = None) -> int:
+    """The number of features d, from whatever states it; a ValueError when nothing does or they disagree.
+
+    Sources: ``dim``; ``init`` ``(num_chains, d)``; a prior with a ``mean`` ``(d,)``;
+    a ``Box`` over all features whose bounds are ``(d,)`` arrays.
+    """
+    stated: dict[str, int] = {}
+    if dim is not None:
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
+            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+        stated["dim"] = int(dim)
+    if init is not None:
+        shape = np.shape(init)
+        if len(shape) != 2:
+            raise ValueError(f"init must have shape (num_chains, num_features), got {shape}")
+        stated["init"] = int(shape[1])
+    mean = getattr(prior, "mean", None)
+    if mean is not None and np.ndim(mean) == 1:
+        stated["prior"] = int(np.size(mean))
+    if isinstance(constraints, Restriction):
+        stated["constraints"] = constraints.dim
+        constraints = None
+    for constraint in (constraints if isinstance(constraints, (list, tuple)) else [constraints]):
+        if getattr(constraint, "indices", 0) is None:  # a Box over all features
+            for bound in (constraint.low, constraint.high):
+                if np.ndim(bound) == 1:
+                    stated.setdefault("constraints", int(np.size(bound)))
+    if not stated:
+        raise ValueError("the number of features is not known: pass init (num_chains, d), dim=d, "
+                         "a prior with a mean (d,) or Box bounds of shape (d,)")
+    if len(set(stated.values())) > 1:
+        raise ValueError("the number of features disagrees between "
+                         + ", ".join(f"{name} ({value})" for name, value in stated.items()))
+    return next(iter(stated.values()))
+
+
+def _is_traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+class Question:
+    """p(x) ∝ exp(−G(x)/τ)·prior(x) restricted by ``constraints``, on an unconstrained z.
+
+    Parameters
+    ----------
+    probe
+        G: a :class:`jaxprobe.probes.Probe` or a callable of one x ``(d,)`` → scalar.
+    temperature
+        τ > 0 (a traced scalar is accepted inside a compiled sweep).
+    prior
+        A log density on data space (:mod:`jaxprobe.priors`), or None for flat.
+    constraints
+        A :mod:`jaxprobe.constraints` object or a list of them.
+    dim
+        d, when nothing else states it (see :func:`infer_dim`).
+
+    Two questions with the same probe function, temperature, prior object and
+    restriction are equal and hash alike, so the engine's compiled programs are
+    reused when the same question is asked again.
+    """
+
+    def __init__(self, probe: Callable, temperature: Any, prior: Callable | None = None, constraints: Any = None,
+                 dim: int | None = None, *, init: Any = None):
+        self.probe: Probe = as_probe(probe)
+        self.temperature = temperature if _is_traced(temperature) else check_temperature(temperature)
+        if prior is not None and not callable(prior):
+            raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
+        self.prior = prior
+        self.dim = infer_dim(dim=dim, init=init, prior=prior, constraints=constraints)
+        self.restriction: Restriction = (constraints if isinstance(constraints, Restriction)
+                                         else restriction(constraints, self.dim))
+        self.logdensity = _Part(self, "target")
+        self.reference = _Reference(self)
+
+    # ---------------------------------------------------------------- the density on z
+
+    @property
+    def num_free(self) -> int:
+        """The dimension of z."""
+        return self.restriction.num_free
+
+    def to_data(self, z: Array) -> Array:
+        """z ``(num_free,)`` → x ``(d,)`` in data space (one-hot groups relaxed)."""
+        return self.restriction.forward(z)
+
+    def reference_logdensity(self, z: Array) -> Array:
+        """log r(z): the prior restricted to the feature space, with every Jacobian and relaxation term."""
+        value = self.restriction.log_weight(z)
+        if self.prior is not None:
+            value = value + self.prior(self.restriction.forward(z))
+        return value
+
+    def tilt(self, z: Array) -> Array:
+        """ℓ(z) = −G(T(z))/τ."""
+        return -self.probe.fn(self.restriction.forward(z)) / self.temperature
+
+    def _target(self, z: Array) -> Array:
+        x = self.restriction.forward(z)
+        value = -self.probe.fn(x) / self.temperature + self.restriction.log_weight(z)
+        if self.prior is not None:
+            value = value + self.prior(x)
+        return value
+
+    # ---------------------------------------------------------------- starting points
+
+    def initial_positions(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:
+        """``(num_chains, num_free)`` starting points z (traceable).
+
+        Draws of the prior when it has ``.sample`` (fixed features set to their
+        values, one-hot groups at the simplex's centre), mapped to z; a draw that
+        breaks a bound (or a prior without ``.sample``) is replaced by z ~ N(0, I).
+        """
+        key_prior, key_normal = jax.random.split(rng_key)
+        normal = jax.random.normal(key_normal, (num_chains, self.num_free), dtype)
+        drawn = self._prior_draws(key_prior, num_chains, dtype)
+        if drawn is None:
+            return normal
+        drawn = drawn.astype(dtype)
+        for columns in self.restriction.groups:  # one-hot groups start at the simplex's centre
+            drawn = drawn.at[:, columns].set(1.0 / columns.size)
+        z = jax.vmap(lambda x: self.restriction.unconstrain(x, jnp))(drawn)
+        usable = jnp.all(jnp.isfinite(z), axis=1, keepdims=True)
+        return jnp.where(usable, z, normal)
+
+    def _prior_draws(self, rng_key: PRNGKey, num_chains: int, dtype: Any) -> Array | None:
+        sampler = getattr(self.prior, "sample", None)
+        if sampler is None:
+            return None
+        try:
+            shape = jax.eval_shape(lambda key: _call_sample(sampler, key, num_chains, dtype), rng_key).shape
+        except Exception:  # noqa: BLE001 - a prior whose .sample does not fit: start from N(0, I)
+            return None
+        if shape != (num_chains, self.dim):
+            return None
+        return _call_sample(sampler, rng_key, num_chains, dtype)
+
+    def to_unconstrained(self, x: Any) -> np.ndarray:
+        """Data-space points ``(..., d)`` given by a user → z ``(..., num_free)`` (NumPy, validated)."""
+        return self.restriction.inverse(x)
+
+    # ---------------------------------------------------------------- identity
+
+    @property
+    def key(self) -> tuple:
+        """What the density depends on, hashable (objects by identity)."""
+        temperature = id(self.temperature) if _is_traced(self.temperature) else self.temperature
+        return (id(self.probe.fn), temperature, id(self.prior), self.restriction.key)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, Question) and self.key == other.key and self.probe.fn is other.probe.fn
+                and self.prior is other.prior)
+
+    def __repr__(self) -> str:
+        return (f"Question({self.probe.name}, temperature={self.temperature}, prior={type(self.prior).__name__}, "
+                f"dim={self.dim}, num_free={self.num_free})")
+
+
+def _call_sample(sampler: Callable, rng_key: PRNGKey, num_chains: int, dtype: Any) -> Array:
+    try:
+        return jnp.asarray(sampler(rng_key, num_chains, dtype=dtype))
+    except TypeError:
+        return jnp.asarray(sampler(rng_key, num_chains)).astype(dtype)
+
+
+class _Part:
+    """A question's log density on z as a hashable callable (equal questions share compiled programs)."""
+
+    def __init__(self, question: Question, part: str):
+        self.question, self.part = question, part
+
+    def __call__(self, z: Array) -> Array:
+        return self.question._target(z)
+
+    @property
+    def tilt(self) -> Callable[[Array], Array]:
+        return self.question.tilt
+
+    def __hash__(self) -> int:
+        return hash((self.part, self.question))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Part) and self.part == other.part and self.question == other.question
+
+
+class _Reference:
+    """The reference r(z) of a question: callable as its log density, ``sample`` for exact draws (SMC).
+
+    Exact draws exist when the prior factorizes over the free features the way
+    the restriction does: no prior (uniform on a bounded box, Dirichlet(α) on
+    one-hot groups), :class:`~jaxprobe.priors.StandardNormal` /
+    :class:`~jaxprobe.priors.DiagonalGaussian` (truncated to Box bounds; fixed
+    features drop out), :class:`~jaxprobe.priors.UniformBox`, or any prior with
+    ``.sample`` when no feature is bounded, fixed or one-hot. Otherwise
+    :meth:`sample` raises ``ValueError`` saying why.
+    """
+
+    def __init__(self, question: Question):
+        self.question = question
+
+    def __call__(self, z: Array) -> Array:
+        return self.question.reference_logdensity(z)
+
+    def __hash__(self) -> int:
+        return hash(("reference", self.question))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Reference) and self.question == other.question
+
+    def check(self) -> None:
+        """Raise ``ValueError`` if the reference cannot be drawn exactly."""
+        self._plan()
+
+    def _plan(self) -> tuple[str, Any]:
+        from jaxprobe import priors
+
+        question = self.question
+        restricted = question.restriction
+        prior = question.prior
+        plain = (restricted.is_identity and not restricted.groups)
+        has_groups = bool(restricted.groups)
+        free_low, free_high = restricted.low[restricted.free_indices], restricted.high[restricted.free_indices]
+        if isinstance(prior, (priors.StandardNormal, priors.DiagonalGaussian)):
+            if has_groups:
+                raise ValueError("sampler='smc' cannot draw the reference exactly: a Gaussian prior over one-hot "
+                                 "columns is not a Dirichlet; pass prior=None for the one-hot features or use MCMC")
+            if isinstance(prior, priors.StandardNormal):
+                mean, scale = np.zeros(question.dim), np.ones(question.dim)
+            else:
+                mean, scale = prior.mean, prior.scale
+            return "normal", (mean[restricted.free_indices], scale[restricted.free_indices])
+        if isinstance(prior, priors.UniformBox):
+            low = np.maximum(np.broadcast_to(prior.low, (question.dim,))[restricted.free_indices], free_low)
+            high = np.minimum(np.broadcast_to(prior.high, (question.dim,))[restricted.free_indices], free_high)
+            if has_groups or np.any(low >= high):
+                raise ValueError("sampler='smc': the UniformBox prior and the constraints leave no box to draw from")
+            return "uniform", (low, high)
+        if prior is None or isinstance(prior, priors.NoPrior):
+            if not (np.all(np.isfinite(free_low)) and np.all(np.isfinite(free_high))):
+                raise ValueError("sampler='smc' needs a proper reference: with no prior every free feature needs "
+                                 "finite Box bounds (else the reference is improper); pass a prior with .sample")
+            return "uniform", (free_low, free_high)
+        if not callable(getattr(prior, "sample", None)):
+            raise ValueError(f"sampler='smc' needs a prior with .sample(rng_key, n) to draw the reference; "
+                             f"{type(prior).__name__} has none")
+        if not plain:
+            raise ValueError(f"sampler='smc' cannot draw the reference exactly: the prior "
+                             f"{type(prior).__name__} would have to be conditioned on fixed features, truncated to "
+                             "Box bounds or combined with one-hot groups (supported there: StandardNormal, "
+                             "DiagonalGaussian, UniformBox or no prior)")
+        return "prior", None
+
+    def sample(self, rng_key: PRNGKey, num: int, dtype: Any = jnp.float32) -> Array:
+        """``(num, num_free)`` exact draws of r in z (traceable)."""
+        kind, values = self._plan()
+        question = self.question
+        restricted = question.restriction
+        key_free, key_groups = jax.random.split(rng_key)
+        if kind == "prior":
+            x = _call_sample(question.prior.sample, key_free, num, dtype)
+            return jax.vmap(lambda row: restricted.unconstrain(row, jnp))(x)
+        if kind == "normal":
+            mean, scale = (np.asarray(v, np.float64) for v in values)
+            free_low = restricted.low[restricted.free_indices]
+            free_high = restricted.high[restricted.free_indices]
+            with np.errstate(invalid="ignore"):
+                lower, upper = (free_low - mean) / scale, (free_high - mean) / scale
+            standard = jax.random.truncated_normal(key_free, jnp.asarray(lower, dtype), jnp.asarray(upper, dtype),
+                                                   (num, mean.size), dtype)
+            free = jnp.asarray(mean, dtype) + jnp.asarray(scale, dtype) * standard
+        else:
+            low, high = (np.asarray(v, np.float64) for v in values)
+            unit = jax.random.uniform(key_free, (num, low.size), dtype)
+            free = jnp.asarray(low, dtype) + jnp.asarray(high - low, dtype) * unit
+        x = jnp.broadcast_to(jnp.asarray(restricted.fixed_values, dtype), (num, question.dim))
+        x = x.at[:, restricted.free_indices].set(free)
+        group_keys = jax.random.split(key_groups, max(len(restricted.groups), 1))
+        for key, columns, alpha in zip(group_keys, restricted.groups, restricted.concentrations):
+            x = x.at[:, columns].set(jax.random.dirichlet(key, jnp.asarray(alpha, dtype), (num,), dtype))
+        return jax.vmap(lambda row: restricted.unconstrain(row, jnp))(x)
