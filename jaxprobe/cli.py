@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "find_benchmarks"]
 
@@ -65,6 +66,7 @@ def _validate(arguments: argparse.Namespace) -> int:
 
 
 def _run(arguments: argparse.Namespace) -> int:
+    from jaxprobe.engine.verdict import ConvergenceWarning
     from jaxprobe.sweeps.from_config import run_config
 
     config = _load(arguments, sweep=False)
@@ -76,6 +78,17 @@ def _run(arguments: argparse.Namespace) -> int:
                     f"{summary['num_samples_per_chain']} draws, acceptance {summary['acceptance_rate']:.2f}, "
                     f"max R-hat {number(summary['max_rhat'], '.3f')}, min ESS {number(summary['min_ess_bulk'], '.0f')}"
                     f"; {answer}")
+    if summary["log_evidence"] is not None:
+        _say(arguments, f"log evidence (share of the prior's mass that answers the question, log scale): "
+                        f"{summary['log_evidence']:.3f} ± {summary['log_evidence_se']:.3f}")
+    verdict = summary["verdict"]
+    if verdict["converged"]:
+        _say(arguments, "verdict: converged")
+    else:  # printed and warned even when --quiet: an answer that cannot be trusted says so
+        warnings.warn("the answer cannot be trusted:\n" + "\n".join(f"  - {p}" for p in verdict["problems"]),
+                      ConvergenceWarning, stacklevel=1)
+        print("verdict: NOT converged (see summary.json 'verdict'):\n" +
+              "\n".join(f"  - {p}" for p in verdict["problems"]), file=sys.stderr)
     _say(arguments, f"Wrote {out}/samples.npz, samples_original_units.npz, summary.json"
                     f"{', features.png' if config.sections['output']['plots'] else ''} in {summary['seconds']:.1f} s")
     return EXIT_OK

@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from jaxprobe.engine.api import known_samplers, make_kernel
+
 try:
     import tomllib
 except ImportError:  # pragma: no cover - Python 3.10: the same parser as the tomli package
@@ -57,7 +59,7 @@ CLASSIFIER_ONLY = ("logistic_regression",)
 REGRESSOR_ONLY = ("linear_regression", "ridge")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
 OUTPUTS = ("sigmoid", "softmax", "identity")
-SAMPLERS = ("mala", "hmc", "nuts", "rwmh", "chees")
+SAMPLERS = known_samplers()  # the engine's registry: one list of samplers
 #: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
 BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
                 "localize.weight", "localize.anchor")
@@ -369,7 +371,7 @@ def _check_meaning(sections, grid, fail) -> None:
     if probe.get("loss") is None:
         probe["loss"] = _DEFAULT_LOSS.get(probe["type"], "cross_entropy")
     for kind in values("model.kind"):
-        if kind in TREE_KINDS and not all(s == "rwmh" for s in values("sampler.name")):
+        if kind in TREE_KINDS and any(make_kernel(s).uses_gradient for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
                                         "model, or sampler name = \"rwmh\"")
     if sections["constraints"]["fixed"] and "localize" not in sections:

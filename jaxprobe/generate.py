@@ -12,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe.engine.api import canonicalize_key
+from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, make_kernel
+from jaxprobe.engine.verdict import check_policy
+from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.question import Question
 
 __all__ = ["generate", "answer"]
@@ -42,6 +44,7 @@ def generate(
     dim: int | None = None,
     num_warmup: int = 500,
     report: str = "valid",
+    convergence: str = "warn",
     **sample_options: Any,
 ) -> Samples:
     """Sample x ~ exp(−G(x)/τ)·prior(x) restricted by ``constraints`` (probing paper, Eq. 3).
@@ -87,9 +90,12 @@ def generate(
         raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
     if report not in ("valid", "relaxed"):
         raise ValueError(f"report must be 'valid' or 'relaxed', got {report!r}")
+    check_policy(convergence)
     question = Question(probe, temperature, prior, constraints, dim, init=init)
-    return answer(rng_key, question, num_chains=num_chains, num_samples=num_samples, init=init, sampler=sampler,
-                  num_warmup=num_warmup, report=report, **sample_options)
+    result = answer(rng_key, question, num_chains=num_chains, num_samples=num_samples, init=init, sampler=sampler,
+                    num_warmup=num_warmup, report=report, convergence="ignore", **sample_options)
+    verdict_report(result.verdict, convergence, stacklevel=2)
+    return result
 
 
 def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: int, init: Any = None,
@@ -103,6 +109,9 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     ``dtype``: of the default starting points (float32 unless given); ``init`` keeps its own.
     """
     rng_key = canonicalize_key(rng_key)
+    make_kernel(sampler, **(sample_options.get("sampler_options") or {}))  # option errors before any compile
+    if known_sampler_starts_at_target(sampler):
+        question.reference.check()  # says why the reference cannot be drawn, before compiling
     key_init, key_sample = jax.random.split(rng_key)
     if init is not None:
         init = np.asarray(init)
@@ -118,4 +127,8 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     positions = np.asarray(_to_data_space(jnp.asarray(result.positions), question))
     if report == "valid" and question.restriction.is_relaxed:
         positions = question.restriction.report(positions)
-    return dataclasses.replace(result, positions=positions)
+    evidence_path = result.evidence_path
+    if evidence_path is not None:  # stage λ of the tempering path is this question at temperature τ/λ
+        evidence_path = dict(evidence_path,
+                             temperature=question.temperature / np.asarray(evidence_path["inverse_temperature"]))
+    return dataclasses.replace(result, positions=positions, evidence_path=evidence_path)

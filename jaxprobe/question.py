@@ -213,11 +213,18 @@ class _Part:
         self.question, self.part = question, part
 
     def __call__(self, z: Array) -> Array:
-        return self.question._target(z)
+        return self.question._target(z) if self.part == "target" else self.question.tilt(z)
 
     @property
-    def tilt(self) -> Callable[[Array], Array]:
-        return self.question.tilt
+    def tilt(self) -> "_Part":
+        """ℓ(z) = −G(T(z))/τ, the part tempering scales (``sampler="smc"``). A hashable object, not a bound
+        method: bound methods compare their instance by identity, so equal questions would not share programs."""
+        return _Part(self.question, "tilt")
+
+    @property
+    def reference(self) -> "_Reference":
+        """The reference r(z) tempering starts from (``sampler="smc"``)."""
+        return self.question.reference
 
     def __hash__(self) -> int:
         return hash((self.part, self.question))

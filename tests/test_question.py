@@ -25,7 +25,7 @@ RESTRICTIONS = {
     "onehot": [OneHot([2, 3, 4], concentration=0.5), Box(-3.0, 3.0, indices=[0, 1])],
     "integer": [Box(-3.0, 3.0), Integer([0, 4], mean=0.0, scale=0.5)],
 }
-OPTIONS = dict(num_chains=8, num_samples=20, num_warmup=20, progress=False)
+OPTIONS = dict(num_chains=8, num_samples=20, num_warmup=20, progress=False, convergence="ignore")
 
 
 @pytest.mark.parametrize("kind", sorted(RESTRICTIONS))
@@ -36,7 +36,7 @@ def test_generate_and_a_one_cell_sweep_give_bit_identical_draws(kind):
                                constraints=RESTRICTIONS[kind], **OPTIONS)
     swept = jaxprobe.sweep(key, PROBE, {"temperature": [0.1]}, seed=2, prior=prior, constraints=RESTRICTIONS[kind],
                            **OPTIONS)
-    assert swept.rows[0]["status"] == "ok", swept.rows[0]["error"]
+    assert swept.rows[0]["status"] in ("ok", "unconverged"), swept.rows[0]["error"]  # 8 x 20 draws: a short test run
     np.testing.assert_array_equal(swept.samples[0].positions, direct.positions)
     np.testing.assert_array_equal(swept.samples[0].logdensity, direct.logdensity)
 

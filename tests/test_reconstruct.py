@@ -36,7 +36,7 @@ def _numpy_predict_proba(calls):
     return predict_proba
 
 
-@pytest.fixture(scope="module", params=["jax-rwmh", "callback-rwmh", "jax-mala"])
+@pytest.fixture(scope="module", params=["jax-rwmh", "callback-rwmh", "jax-mala", "jax-smc"])
 def ground_truth_run(request):
     path, sampler = request.param.split("-")
     if path == "jax":

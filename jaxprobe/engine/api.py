@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numbers
@@ -19,6 +20,7 @@ from jaxprobe._io import atomic_write
 from jaxprobe.engine import core
 from jaxprobe.engine.kernels import SAMPLERS
 from jaxprobe.engine.samples import Samples
+from jaxprobe.engine.verdict import assess, check_policy, report
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
 __all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
@@ -267,6 +269,83 @@ def compiled_program_count() -> int:
     return sum(function._cache_size() for function in (_init, _run_chunk, _warmup_chunk, _chees_warmup))
 
 
+class _Difference:
+    """ℓ = log p − log r for a reference handed to ``sample`` with a plain target (hashable)."""
+
+    def __init__(self, logdensity_fn: Any, reference: Any):
+        self.logdensity_fn, self.reference = logdensity_fn, reference
+
+    def __call__(self, position: Any) -> jax.Array:
+        return self.logdensity_fn(position) - self.reference(position)
+
+    def __hash__(self) -> int:
+        return hash((self.logdensity_fn, self.reference))
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, _Difference) and self.logdensity_fn == other.logdensity_fn
+                and self.reference == other.reference)
+
+
+def _tempering_split(logdensity_fn: Any, reference: Any, layout: _Layout) -> tuple[Any, Any]:
+    """(reference, tilt) of an SMC run, validated before anything compiles."""
+    if reference is None:
+        reference = getattr(logdensity_fn, "reference", None)
+        tilt = getattr(logdensity_fn, "tilt", None)
+        if reference is None or tilt is None:
+            raise ValueError("sampler='smc' needs a reference to start from: pass reference= (a prior with "
+                             ".sample(rng_key, n) and a log density) or sample a jaxprobe.Question")
+    else:
+        tilt = _Difference(logdensity_fn, reference)
+    if not callable(reference) or not callable(getattr(reference, "sample", None)):
+        raise TypeError(f"reference must be callable (its log density) and have .sample(rng_key, n), got "
+                        f"{type(reference).__name__}")
+    check = getattr(reference, "check", None)
+    if callable(check):
+        check()  # a Question's reference says here, before compiling, why it cannot be drawn
+    return _FlatLogDensity(reference, layout), _FlatLogDensity(tilt, layout)
+
+
+def _smc_start(rng_key, smc, reference, tilt, layout, num_chains, dtype, sharding):
+    """Particles of a tempered SMC run from the reference to the target, placed like chains."""
+    from jaxprobe.engine.smc import tempered_smc
+
+    key_reference, key_tempering = jax.random.split(rng_key)
+    drawn = reference.logdensity_fn.sample(key_reference, num_chains)
+    drawn = jax.tree.map(lambda leaf: np.asarray(leaf), drawn)
+    if layout.treedef.num_leaves == 1 and not isinstance(drawn, (list, tuple, dict)):
+        drawn = [drawn]
+    try:
+        flat = layout.flatten_chains(jax.tree_util.tree_unflatten(layout.treedef, jax.tree_util.tree_leaves(drawn)))
+    except Exception as error:  # noqa: BLE001 - explained
+        raise ValueError(f"reference.sample(rng_key, {num_chains}) must return positions shaped like "
+                         f"initial_positions: {error}") from error
+    if flat.shape != (num_chains, layout.dim):
+        raise ValueError(f"reference.sample(rng_key, {num_chains}) returned {flat.shape[1:]} coordinates per draw, "
+                         f"the target has {layout.dim}")
+    particles = _to_device(flat.astype(dtype), sharding)
+    result = tempered_smc(key_tempering, reference, tilt, particles, kernel=smc.kernel,
+                          num_mcmc_steps=smc.num_mcmc_steps, target_ess=smc.target_ess, max_stages=smc.max_stages,
+                          num_groups=smc.groups(num_chains), num_integration_steps=smc.num_integration_steps)
+    return _to_device(_to_host(result.particles), sharding), jax.tree.map(_to_host, result)
+
+
+def smc_evidence(result: Any) -> dict[str, Any]:
+    """``Samples`` fields of an SMC run: log Z, its standard error, and log Z along the tempering path
+    (stage λ_k is the question at temperature τ/λ_k: ``evidence_path["inverse_temperature"]`` holds λ_k,
+    multiply τ by 1/λ_k for the temperatures)."""
+    info = result.info
+    stages = int(info.num_stages)
+    return {
+        "log_evidence": float(result.log_evidence),
+        "log_evidence_se": float(result.log_evidence_se),
+        "evidence_path": {
+            "inverse_temperature": np.asarray(info.lambdas[:stages], np.float64),
+            "log_evidence": np.asarray(info.log_evidence_path[:stages], np.float64),
+            "log_evidence_se": np.asarray(info.log_evidence_path_se[:stages], np.float64),
+        },
+    }
+
+
 def _chunks(total: int, size: int) -> list[int]:
     full, rest = divmod(total, size)
     return [size] * full + ([rest] if rest else [])
@@ -313,6 +392,8 @@ def sample(
     devices: Any = None,
     sampler_options: dict[str, Any] | None = None,
     checkpoint: str | os.PathLike | None = None,
+    reference: Any = None,
+    convergence: str = "warn",
 ) -> Samples:
     """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
 
@@ -370,6 +451,22 @@ def sample(
         with the same arguments and path resumes from the last chunk and gives
         the same draws as an uninterrupted run (a finished checkpoint returns at
         once). Arguments that differ from the checkpoint's raise ``ValueError``.
+    reference
+        For ``sampler="smc"``: the reference r the tempering starts from, an object
+        callable as its log density (one position → scalar) with
+        ``.sample(rng_key, n)`` giving exact draws ``(n, *event_shape)``; the target is
+        ``logdensity_fn = log r + ℓ`` and SMC moves r to it through ``r·exp(λℓ)``.
+        Default: ``logdensity_fn.reference`` when it has one (a
+        :class:`jaxprobe.Question`'s density does). With SMC, ``initial_positions``
+        only give the shapes: chains start at the SMC particles, which are draws of
+        the target; ``Samples.log_evidence`` is ``log E_r[exp(ℓ)]``.
+    convergence
+        What to do when the run's verdict (``Samples.verdict``:
+        :func:`jaxprobe.engine.verdict.assess`: R̂, ESS, frozen chains, divergences,
+        non-finite proposals, drift) says the answer cannot be trusted: ``"warn"``
+        (default) issues a :class:`jaxprobe.ConvergenceWarning` with the next step,
+        ``"error"`` raises :class:`jaxprobe.ConvergenceError` (for pipelines),
+        ``"ignore"`` only records it.
 
     Returns
     -------
@@ -378,6 +475,10 @@ def sample(
     """
     rng_key = canonicalize_key(rng_key)
     kernel = make_kernel(sampler, **(sampler_options or {}))
+    check_policy(convergence)
+    smc = kernel if getattr(kernel, "starts_at_target", False) else None
+    if smc is None and reference is not None:
+        raise ValueError(f"reference is only used by sampler='smc', not {sampler!r}")
     num_samples = _check_int("num_samples", num_samples, 1)
     num_warmup = _check_int("num_warmup", num_warmup, 0)
     thin = _check_int("thin", thin, 1)
@@ -399,6 +500,9 @@ def sample(
                                                     (layout.dim,))
     if step_size is None and num_warmup == 0:
         raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
+    if smc is not None:
+        smc_reference, smc_tilt = _tempering_split(logdensity_fn, reference, layout)
+        kernel = smc.chains()
 
     flat_logdensity = _FlatLogDensity(logdensity_fn, layout)
     sharding = chain_sharding(num_chains, devices)
@@ -407,6 +511,10 @@ def sample(
     parameters = jax.tree.map(lambda p: _to_device(np.asarray(p), sharding), parameters)
 
     key_warmup, key_sampling = jax.random.split(rng_key)
+    smc_result = None
+    if smc is not None:  # chains start at the particles of a tempered SMC run: draws of the target
+        positions, smc_result = _smc_start(jax.random.fold_in(rng_key, 1), smc, smc_reference, smc_tilt, layout,
+                                           num_chains, dtype, sharding)
     state = _init(kernel, flat_logdensity, positions, parameters)
     initial_logdensity = _to_host(state.kernel_state.logdensity)
     if not np.all(np.isfinite(initial_logdensity)):
@@ -459,20 +567,36 @@ def sample(
     # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
     positions_host = np.swapaxes(draws.position, 0, 1)
     steps = num_samples * thin
-    return Samples(
+    gradient_evaluations = stats_sum["num_gradient_evaluations"]
+    evidence = {}
+    if smc_result is not None:
+        gradient_evaluations = gradient_evaluations + np.asarray(smc_result.info.num_gradient_evaluations, np.int64)
+        evidence = smc_evidence(smc_result)
+    result = Samples(
         positions=layout.unflatten_draws(positions_host),
         logdensity=np.swapaxes(draws.logdensity, 0, 1),
         acceptance_rate=stats_sum["acceptance_rate_sum"] / steps,
         step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (num_chains,)).copy(),
         num_divergent=stats_sum["num_divergent"],
         num_nonfinite=stats_sum["num_nonfinite"],
-        num_gradient_evaluations=stats_sum["num_gradient_evaluations"],
+        num_gradient_evaluations=gradient_evaluations,
         sampler=sampler,
         num_warmup=num_warmup,
         thin=thin,
         inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
         if "inverse_mass_matrix" in state.parameters else None,
+        chains_start_at_target=smc_result is not None and bool(smc_result.info.reached_target),
+        **evidence,
     )
+    result = dataclasses.replace(result, verdict=assess(result))
+    if smc_result is not None and not bool(smc_result.info.reached_target):
+        reached = float(smc_result.info.lambdas[int(smc_result.info.num_stages) - 1])
+        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={smc.max_stages} "
+                   "stages: its particles are not draws of the target; raise sampler_options['max_stages']")
+        result = dataclasses.replace(result, verdict=dataclasses.replace(
+            result.verdict, converged=False, problems=result.verdict.problems + (problem,)))
+    report(result.verdict, convergence, stacklevel=2)
+    return result
 
 
 _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
@@ -577,7 +701,7 @@ def _collect(pending, draws, stats_sum, bar, free_buffers):
 def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, positions, target, shared, chunk_size, bar):
     if num_warmup == 0:
         return state
-    if kernel.name == "chees" and adapt:
+    if getattr(kernel, "cross_chain_warmup", False) and adapt:
         state, acceptance = _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_warmup,
                                           float(kernel.initial_step_size(positions.shape[1])), target)
         bar.update(num_warmup, float(np.mean(_to_host(acceptance))), "warmup")

@@ -41,6 +41,7 @@ __all__ = [
     "HMC",
     "NUTS",
     "ChEES",
+    "SMC",
     "safe_logdensity",
     "normal_and_uniform",
 ]
@@ -428,6 +429,8 @@ class ChEES:
     """
 
     name: ClassVar[str] = "chees"
+    #: Warmup adapts all chains together (jaxprobe.engine.chees.chees_warmup), not per chain.
+    cross_chain_warmup: ClassVar[bool] = True
     target_acceptance_rate: float = 0.651
     learning_rate: float = 0.025
     max_leapfrog_steps: int = 1000
@@ -494,4 +497,61 @@ class ChEES:
         return 0.1
 
 
-SAMPLERS: dict[str, type] = {cls.name: cls for cls in (MALA, RWMH, HMC, NUTS, ChEES)}
+@dataclasses.dataclass(frozen=True)
+class SMC:
+    """Adaptive tempered sequential Monte Carlo, then its particles continue as chains (``sampler="smc"``).
+
+    Not a transition kernel but a way to START chains at the target: particles drawn
+    exactly from the reference r (the prior restricted to the feature space) are moved
+    through ``r·exp(λ ℓ)``, λ: 0 → 1 (:func:`jaxprobe.engine.smc.tempered_smc`), which
+    gets the proportions of separated modes right where chains started anywhere else
+    keep the proportions of their starting points. The particles then run as chains of
+    the ``kernel`` sampler (``"mala"`` or ``"hmc"``) at the target. Options:
+    ``kernel``, ``num_mcmc_steps`` (inner steps per stage), ``target_ess`` (ESS fraction
+    that sets each λ increment), ``num_groups`` (independent particle groups, for the
+    standard error of log Z), ``max_stages``, ``num_integration_steps`` (HMC).
+    """
+
+    name: ClassVar[str] = "smc"
+    starts_at_target: ClassVar[bool] = True
+    uses_gradient: ClassVar[bool] = True
+    kernel: str = "mala"
+    num_mcmc_steps: int = 10
+    target_ess: float = 0.5
+    num_groups: int | None = None
+    max_stages: int = 200
+    num_integration_steps: int = 8
+
+    def __post_init__(self):
+        if self.kernel not in ("mala", "hmc"):
+            raise ValueError(f"sampler_options['kernel'] for 'smc' must be 'mala' or 'hmc', got {self.kernel!r}")
+        for name, minimum in (("num_mcmc_steps", 1), ("num_groups", 1), ("max_stages", 1),
+                              ("num_integration_steps", 1)):
+            value = getattr(self, name)
+            if name == "num_groups" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"sampler_options[{name!r}] for 'smc' must be an int >= {minimum}, got {value!r}")
+        if isinstance(self.target_ess, bool) or not isinstance(self.target_ess, (int, float)) \
+                or not 0.0 < self.target_ess < 1.0:
+            raise ValueError(f"sampler_options['target_ess'] for 'smc' must be a number in (0, 1), "
+                             f"got {self.target_ess!r}")
+
+    def groups(self, num_particles: int) -> int:
+        """Independent particle groups for N particles: ``num_groups`` if given, else N/128 clipped to
+        [2, 16] (and down to a divisor of N). Each group is its own SMC system, so a particle average carries
+        the O(1/n) bias of n = N/G particles, while the error bar of log Z is estimated from G values (a t
+        statistic with G − 1 degrees of freedom: 4 groups gave a 4.5-se miss on a benchmark seed, 8 did not)."""
+        if self.num_groups is not None:
+            return self.num_groups
+        groups = max(2, min(16, num_particles // 128))
+        while num_particles % groups:
+            groups -= 1
+        return groups
+
+    def chains(self) -> Any:
+        """The kernel the particles continue with at the target."""
+        return MALA() if self.kernel == "mala" else HMC(num_integration_steps=self.num_integration_steps)
+
+
+SAMPLERS: dict[str, type] = {cls.name: cls for cls in (MALA, RWMH, HMC, NUTS, ChEES, SMC)}

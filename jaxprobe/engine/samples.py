@@ -10,14 +10,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from blackjax import diagnostics
+from blackjax import diagnostics as blackjax_diagnostics
 
 from jaxprobe._io import atomic_write
+from jaxprobe.engine.verdict import Verdict, _decode_float, _encode_float, assess
 from jaxprobe.types import ArrayTree
 
 __all__ = ["Samples", "Summary"]
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)  # 1: before verdict, chains_start_at_target and the evidence fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +114,25 @@ class Samples:
         ``(chain, dim)`` diagonal inverse mass matrix (HMC family) or ``None``.
     sampler, num_warmup, thin
         How the draws were made.
+    verdict
+        The :class:`~jaxprobe.engine.verdict.Verdict` computed when the run
+        finished (``None`` if none was): ``samples.verdict.converged``,
+        ``samples.verdict.problems`` (each with its next step),
+        ``print(samples.verdict)``. :meth:`diagnostics` computes a fresh one, e.g.
+        with other thresholds: ``samples.diagnostics(rhat_threshold=1.01)``.
+    chains_start_at_target
+        True when every chain started at a draw of the target (sequential Monte
+        Carlo): the chains need not mix between modes, so R̂ is no criterion of
+        the verdict.
+    log_evidence, log_evidence_se
+        ``log Z`` of the target and its standard error, where the sampler
+        estimates it (sequential Monte Carlo), else ``None``.
+    evidence_path
+        ``{"temperature", "log_evidence", "log_evidence_se"}``, each ``(K,)``:
+        ``log Z`` along the tempering path, or ``None``.
+
+    :meth:`save` / :meth:`load` keep every field (format version 2; files of
+    version 1 still load, with the defaults of the newer fields).
     """
 
     positions: ArrayTree
@@ -125,6 +146,11 @@ class Samples:
     num_warmup: int
     thin: int
     inverse_mass_matrix: np.ndarray | None = None
+    verdict: Verdict | None = None
+    chains_start_at_target: bool = False
+    log_evidence: float | None = None
+    log_evidence_se: float | None = None
+    evidence_path: dict[str, np.ndarray] | None = None
 
     @property
     def num_chains(self) -> int:
@@ -162,16 +188,22 @@ class Samples:
         per_coordinate = lambda fn: np.asarray(jax.vmap(fn, in_axes=2)(x))
         mean = flat.mean(axis=(0, 1))
         sd = flat.reshape(-1, flat.shape[-1]).std(axis=0, ddof=1)
-        ess_bulk = per_coordinate(diagnostics.ess_bulk)
+        ess_bulk = per_coordinate(blackjax_diagnostics.ess_bulk)
         return Summary(
             names=names,
             mean=mean,
             sd=sd,
             mcse_mean=sd / np.sqrt(ess_bulk),
-            rhat=per_coordinate(diagnostics.rhat),
+            rhat=per_coordinate(blackjax_diagnostics.rhat),
             ess_bulk=ess_bulk,
-            ess_tail=per_coordinate(diagnostics.ess_tail),
+            ess_tail=per_coordinate(blackjax_diagnostics.ess_tail),
         )
+
+    def diagnostics(self, **options: Any) -> Verdict:
+        """A fresh :class:`~jaxprobe.engine.verdict.Verdict` of these draws: :func:`~jaxprobe.engine.verdict.assess`
+        with ``options`` (``rhat_threshold``, ``min_ess``, ``max_coordinates``). ``samples.verdict`` holds the
+        one computed when the run finished."""
+        return assess(self, **options)
 
     def to_numpy(self) -> dict[str, Any]:
         """All fields as a dict of NumPy arrays (``positions`` keeps its pytree structure)."""
@@ -195,6 +227,11 @@ class Samples:
             "num_warmup": int(self.num_warmup),
             "thin": int(self.thin),
             "has_inverse_mass_matrix": self.inverse_mass_matrix is not None,
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "chains_start_at_target": bool(self.chains_start_at_target),
+            "log_evidence": _encode_float(self.log_evidence),
+            "log_evidence_se": _encode_float(self.log_evidence_se),
+            "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
         }
         arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
         for name in ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
@@ -202,18 +239,24 @@ class Samples:
             arrays[name] = np.asarray(getattr(self, name))
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
+        for i, key in enumerate(self.evidence_path or {}):
+            if not isinstance(key, str):
+                raise TypeError(f"Samples.save: evidence_path keys must be strings, got {key!r}")
+            arrays[f"evidence_path_{i}"] = np.asarray(self.evidence_path[key])
         arrays["header"] = np.asarray(json.dumps(header))
         atomic_write(path, lambda stream: np.savez(stream, **arrays))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Samples":
-        """Read a file written by :meth:`save` (``allow_pickle=False``: data, never code)."""
+        """Read a file written by :meth:`save`, format version 2 or 1 (``allow_pickle=False``: data, never code)."""
         with np.load(os.fspath(path), allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
-            if header.get("format_version") != _FORMAT_VERSION:
+            if header.get("format_version") not in _READABLE_VERSIONS:
                 raise ValueError(f"{path}: unsupported jaxprobe samples format {header.get('format_version')!r}")
             count = sum(1 for key in data.files if key.startswith("position_"))
             leaves = [data[f"position_{i}"] for i in range(count)]
+            path_keys = header.get("evidence_path")
+            verdict = header.get("verdict")
             return cls(
                 positions=_decode_structure(header["structure"], leaves),
                 logdensity=data["logdensity"],
@@ -226,6 +269,12 @@ class Samples:
                 num_warmup=header["num_warmup"],
                 thin=header["thin"],
                 inverse_mass_matrix=data["inverse_mass_matrix"] if header["has_inverse_mass_matrix"] else None,
+                verdict=None if verdict is None else Verdict.from_dict(verdict),
+                chains_start_at_target=bool(header.get("chains_start_at_target", False)),
+                log_evidence=_decode_float(header.get("log_evidence")),
+                log_evidence_se=_decode_float(header.get("log_evidence_se")),
+                evidence_path=None if path_keys is None else {
+                    key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
             )
 
     def to_arviz(self):

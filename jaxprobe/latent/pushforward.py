@@ -20,6 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples
+from jaxprobe.engine.verdict import check_policy
+from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.generate import generate as generate_in_data_space
 from jaxprobe.priors import StandardNormal
 from jaxprobe.probes import Probe, as_probe
@@ -174,10 +176,12 @@ def generate(
     latent_loss = pushforward(probe, decoder)
     if latent_probe is not None:
         latent_loss = latent_loss + as_probe(latent_probe, "latent_probe")
+    convergence = check_policy(sample_options.pop("convergence", "warn"))
     samples = generate_in_data_space(
         rng_key, latent_loss, temperature=temperature, num_chains=num_chains,
         num_samples=num_samples, init=init, prior=StandardNormal(event_shape=(latent_dim,)), dim=latent_dim,
-        sampler=sampler, num_warmup=num_warmup, **sample_options)
+        sampler=sampler, num_warmup=num_warmup, convergence="ignore", **sample_options)
+    verdict_report(samples.verdict, convergence, stacklevel=2)
     return LatentSamples(samples, decode_draws(decoder, samples.positions))
 
 

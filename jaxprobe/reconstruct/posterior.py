@@ -25,7 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers
+from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers, make_kernel
+from jaxprobe.engine.verdict import check_policy
+from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.generate import answer
 from jaxprobe.priors import DiagonalGaussian, StandardNormal
 from jaxprobe.reconstruct.priors import prior_moments
@@ -35,8 +37,6 @@ from jaxprobe.target import check_temperature
 from jaxprobe.types import LogDensityFn, PRNGKey
 
 __all__ = ["Reconstruction", "reconstruct", "reconstruct_many", "reconstruction_logdensity", "reconstruction_question"]
-
-_GRADIENT_SAMPLERS = ("mala", "hmc", "nuts", "chees")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +218,7 @@ def _prepare(model: Any, prior: Any, sampler: str, whiten: bool, dtype: Any):
         raise ValueError(f"prior fails on one point of shape ({dim},) (the model's input): {error}") from error
     if prior_shape != ():
         raise ValueError(f"prior must return a scalar log density for one ({dim},) point, got shape {prior_shape}")
-    if sampler in _GRADIENT_SAMPLERS and not classifier.differentiable:
+    if make_kernel(sampler).uses_gradient and not classifier.differentiable:
         kind = "a black-box predict_proba" if classifier.black_box else f"{classifier.name} (piecewise constant)"
         raise ValueError(f"sampler={sampler!r} needs gradients but the model is {kind}: use sampler='rwmh'")
     if whiten:
@@ -297,9 +297,11 @@ def reconstruct_many(
     # SMC starts from exact prior draws instead (the reference of its tempering path).
     start_z = None if known_sampler_starts_at_target(sampler) else \
         np.stack(starts, axis=1).astype(dtype).reshape(int(num_chains), -1)
+    convergence = check_policy(sample_options.pop("convergence", "warn"))
     flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples, init=start_z,
                   sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress, dtype=dtype,
-                  **sample_options)
+                  convergence="ignore", **sample_options)
+    verdict_report(flat.verdict, convergence, stacklevel=2)
     event_shape = (num_classes, dim) if len(prepared) == 1 else (len(prepared), num_classes, dim)
     samples = dataclasses.replace(flat, positions=np.asarray(flat.positions).reshape(
         flat.positions.shape[:2] + event_shape))

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import time
+import warnings
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
@@ -33,6 +34,7 @@ from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
 from jaxprobe.engine.api import canonicalize_key, chain_sharding, compiled_program_count, make_kernel
 from jaxprobe.engine.samples import Samples
+from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
 from jaxprobe.generate import answer
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.question import Question, infer_dim
@@ -47,8 +49,11 @@ TABLE_COLUMNS = (
     "status", "error", "acceptance_rate", "step_size", "max_rhat", "min_ess_bulk",
     "probe_mean", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95", "probe_max",
     "probe_rhat", "probe_ess_bulk", "num_nonfinite", "num_divergent", "seconds", "compile_seconds",
-    "group", "samples",
+    "group", "samples", "log_evidence", "log_evidence_se", "problems",
 )
+#: Statuses of cells that finished (their samples are on file): "unconverged" cells carry their verdict's
+#: problems in the "problems" column.
+FINISHED = ("ok", "unconverged")
 
 _SPEC_FILE = "sweep.json"
 _CELLS_DIR = "cells"
@@ -104,7 +109,7 @@ class SweepResult:
         if self.samples is not None and self.samples[index] is not None:
             return self.samples[index]
         row = self.rows[index]
-        if row.get("status") != "ok" or self.out is None:
+        if row.get("status") not in FINISHED or self.out is None:
             raise ValueError(f"cell {index} has no samples (status {row.get('status')!r}: {row.get('error')})")
         return Samples.load(os.path.join(self.out, row["samples"]))
 
@@ -173,6 +178,11 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
     shared = settings["step_size_mode"] == "shared"
     target = settings["target_acceptance_rate"]
     num_free = restricted.num_free
+    smc = kernel if getattr(kernel, "starts_at_target", False) else None
+    if smc is not None:  # chains start at the particles of a tempered SMC run, then continue with its kernel
+        from jaxprobe.engine.smc import tempered_smc
+
+        kernel = smc.chains()
 
     def one_cell(base_key, seed, temperature, step_size, values):
         problem = _as_problem(build_probe(**static_params, **values), problem0.prior, problem0.constraints,
@@ -186,6 +196,21 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         if mesh is not None:
             z0 = jax.lax.with_sharding_constraint(z0, NamedSharding(mesh, PartitionSpec("chains")))
         logdensity = question.logdensity
+        out = {}
+        if smc is not None:  # the keys of sample(): fold_in(its key, 1) → (reference draws, tempering)
+            key_reference, key_tempering = jax.random.split(jax.random.fold_in(key_sample, 1))
+            result = tempered_smc(key_tempering, question.reference, question.logdensity.tilt,
+                                  question.reference.sample(key_reference, num_chains, dtype), kernel=smc.kernel,
+                                  num_mcmc_steps=smc.num_mcmc_steps, target_ess=smc.target_ess,
+                                  max_stages=smc.max_stages, num_groups=smc.groups(num_chains),
+                                  num_integration_steps=smc.num_integration_steps)
+            z0 = result.particles
+            out = {"log_evidence": result.log_evidence, "log_evidence_se": result.log_evidence_se,
+                   "smc_reached_target": result.info.reached_target, "smc_num_stages": result.info.num_stages,
+                   "smc_inverse_temperature": result.info.lambdas,
+                   "smc_log_evidence": result.info.log_evidence_path,
+                   "smc_log_evidence_se": result.info.log_evidence_path_se,
+                   "smc_gradient_evaluations": result.info.num_gradient_evaluations}
 
         parameters = core.default_parameters(kernel, num_chains, num_free, dtype,
                                              step_size if fixed_step else None)
@@ -196,7 +221,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         elif fixed_step:  # burn-in with the given step size, as sample() does
             state, _, _ = core.run(key_warmup, state, kernel, logdensity, 1, num_warmup)
             state = core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
-        elif kernel.name == "chees":
+        elif getattr(kernel, "cross_chain_warmup", False):
             state, _ = core.chees_warmup(key_warmup, z0, kernel, logdensity, num_warmup,
                                          float(kernel.initial_step_size(num_free)), target)
         else:
@@ -209,6 +234,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         chain_major_probe = jnp.swapaxes(probe_values, 0, 1)
         steps = num_samples * thin
         out = {
+            **out,
             "positions": chain_major_x,
             "logdensity": jnp.swapaxes(trace.logdensity, 0, 1),
             "probe": chain_major_probe,
@@ -309,7 +335,7 @@ def _load_done(out: str, ids: list[str]) -> dict[str, dict]:
             continue
         with open(row_path) as stream:
             row = json.load(stream)
-        if row.get("status") == "ok" and os.path.exists(os.path.join(out, row["samples"])):
+        if row.get("status") in FINISHED and os.path.exists(os.path.join(out, row["samples"])):
             done[identifier] = row
     return done
 
@@ -343,6 +369,7 @@ def sweep(
     progress: bool = True,
     devices: Any = None,
     dtype: Any = jnp.float32,
+    convergence: str = "warn",
 ) -> SweepResult:
     """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
 
@@ -396,6 +423,11 @@ def sweep(
         row per cell; ``cells/<id>.npz`` samples and ``cells/<id>.json`` rows, all
         written atomically after each batch. Running the same sweep again skips
         the finished cells found there (resume); cells that failed are retried.
+    convergence
+        ``"warn"`` (default): one :class:`jaxprobe.ConvergenceWarning` naming the cells
+        whose verdict failed (their status is ``"unconverged"``, the ``problems``
+        column says why); ``"error"`` raises :class:`jaxprobe.ConvergenceError`
+        after the table is written; ``"ignore"`` only marks them.
     keep_samples
         Keep every cell's samples in memory in the result (turn off for big sweeps
         written to ``out``).
@@ -411,6 +443,7 @@ def sweep(
         message; the sweep goes on past them), samples, compile statistics.
     """
     started = time.perf_counter()
+    check_policy(convergence)
     rng_key = canonicalize_key(rng_key)
     cells = cells_of(grid)
     axes = classify_axes(cells, static)
@@ -553,7 +586,8 @@ def sweep(
                 for position, index in enumerate(chunk):
                     one = {name: value[position] for name, value in result.items()}
                     row, cell_samples = _cell_row(cells[index], ids[index], index, one, settings, seconds,
-                                                  compile_seconds, group_number, restricted)
+                                                  compile_seconds, group_number, restricted,
+                                                  cells[index].get("temperature", temperature))
                     _store(index, row, cell_samples)
                 if bar is not None:
                     chain_steps = len(chunk) * settings["num_chains"] * (
@@ -565,6 +599,15 @@ def sweep(
             bar.close()
     if out is not None:
         _write_table(out, rows, axis_names)
+    unconverged = [row["index"] for row in rows if row["status"] == "unconverged"]
+    if unconverged and convergence != "ignore":
+        message = (f"{len(unconverged)} of {len(rows)} sweep cells did not converge (status 'unconverged'; cells "
+                   f"{unconverged[:10]}{' ...' if len(unconverged) > 10 else ''}); their 'problems' column says "
+                   "why and what to do, e.g. sampler='smc' for multimodal targets "
+                   "(convergence='ignore' silences this, convergence='error' raises)")
+        if convergence == "error":
+            raise ConvergenceError(message)
+        warnings.warn(message, ConvergenceWarning, stacklevel=2)
     return SweepResult(rows=rows, samples=samples, out=out, num_compilations=num_compilations,
                        compile_seconds=compile_total, seconds=time.perf_counter() - started)
 
@@ -661,7 +704,8 @@ def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
     return row
 
 
-def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group, restricted):
+def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group, restricted,
+              cell_temperature):
     """The table row and Samples of one finished cell of a batched program; a cell that cannot be sampled
     is marked failed."""
     initial = one["initial_logdensity"]
@@ -670,12 +714,26 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         return _error_row(cell, identifier, index,
                           f"ValueError: log density is not finite at the initial positions of chains "
                           f"{bad[:10].tolist()}: the probe or prior is undefined there", group), None
+    gradient_evaluations = one["num_gradient_evaluations"].astype(np.int64)
+    evidence = {}
+    if "log_evidence" in one:  # sequential Monte Carlo started the chains (as in sample())
+        stages = int(one["smc_num_stages"])
+        gradient_evaluations = gradient_evaluations + one["smc_gradient_evaluations"].astype(np.int64)
+        inverse_temperature = one["smc_inverse_temperature"][:stages].astype(np.float64)
+        evidence = dict(
+            log_evidence=float(one["log_evidence"]), log_evidence_se=float(one["log_evidence_se"]),
+            chains_start_at_target=bool(one["smc_reached_target"]),
+            evidence_path={"inverse_temperature": inverse_temperature,
+                           "log_evidence": one["smc_log_evidence"][:stages].astype(np.float64),
+                           "log_evidence_se": one["smc_log_evidence_se"][:stages].astype(np.float64),
+                           "temperature": float(cell_temperature) / inverse_temperature})
     samples = Samples(
         positions=one["positions"], logdensity=one["logdensity"], acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
-        num_gradient_evaluations=one["num_gradient_evaluations"].astype(np.int64), sampler=settings["sampler"],
-        num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"))
+        num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
+        num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
+        **evidence)
     return _finished_row(cell, identifier, index, samples, one["probe"], one["rhat"], one["ess_bulk"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
@@ -707,6 +765,11 @@ def _finished_row(cell, identifier, index, samples, probe, rhat, ess_bulk, secon
         num_nonfinite=int(np.sum(samples.num_nonfinite)), num_divergent=int(np.sum(samples.num_divergent)),
         samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
     )
+    verdict = samples.verdict if samples.verdict is not None else assess(samples)
+    samples = dataclasses.replace(samples, verdict=verdict)
+    row.update(log_evidence=samples.log_evidence, log_evidence_se=samples.log_evidence_se)
+    if not verdict.converged:
+        row.update(status="unconverged", problems=" | ".join(verdict.problems))
     if report is not None:
         samples = dataclasses.replace(samples, positions=report(samples.positions))
     return row, samples
@@ -740,7 +803,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                      step_size=value("step_size") if settings["fixed_step_size"] else None,
                      step_size_mode=settings["step_size_mode"],
                      target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
-                     devices=devices, progress=progress, report="relaxed")
+                     devices=devices, progress=progress, report="relaxed", convergence="ignore")
     seconds = time.perf_counter() - tick
     probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
     one = {"positions": samples.positions[None], "probe": probe[None]}
