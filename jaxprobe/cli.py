@@ -4,7 +4,9 @@ Exit codes (for scripts):
 
 - 0: success (``sweep``: every cell finished);
 - 1: the command ran but something failed (``sweep``: some cells failed, recorded in the table;
-  ``run``: the probe could not be sampled; ``bench``: a benchmark exited non-zero);
+  ``run``: the probe could not be sampled; ``bench``: a benchmark exited non-zero); with ``--strict``,
+  also an answer whose verdict failed (``run``; ``sweep``: a cell with status "unconverged"), which is
+  otherwise a warning and a message on stderr;
 - 2: bad usage or an invalid configuration file (nothing was run);
 - 130: interrupted (Ctrl-C); a sweep resumes where it stopped when started again.
 """
@@ -84,6 +86,10 @@ def _run(arguments: argparse.Namespace) -> int:
     verdict = summary["verdict"]
     if verdict["converged"]:
         _say(arguments, "verdict: converged")
+    elif arguments.strict:
+        print("verdict: NOT converged (see summary.json 'verdict'):\n" +
+              "\n".join(f"  - {p}" for p in verdict["problems"]), file=sys.stderr)
+        return EXIT_FAILED
     else:  # printed and warned even when --quiet: an answer that cannot be trusted says so
         warnings.warn("the answer cannot be trusted:\n" + "\n".join(f"  - {p}" for p in verdict["problems"]),
                       ConvergenceWarning, stacklevel=1)
@@ -100,7 +106,8 @@ def _sweep(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=True)
     out = arguments.out or config.sections["output"]["dir"]
     result = sweep_config(config, out=out, progress=not arguments.quiet)
-    failed = [row for row in result.rows if row["status"] != "ok"]
+    failed = [row for row in result.rows if row["status"] == "error"]
+    unconverged = [row for row in result.rows if row["status"] == "unconverged"]
     if config.sections["output"]["plots"]:
         _sweep_plot(config, result, out)
     _say(arguments, f"{len(result.rows)} cells ({len(failed)} failed), {result.num_compilations} compiled "
@@ -108,7 +115,11 @@ def _sweep(arguments: argparse.Namespace) -> int:
     _say(arguments, f"Table: {out}/results.csv; samples: {out}/cells/")
     for row in failed[:5]:
         _say(arguments, f"  failed {row['cell']}: {row['error']}")
-    return EXIT_FAILED if failed else EXIT_OK
+    if unconverged:  # said even with --quiet: these answers cannot be trusted
+        print(f"{len(unconverged)} of {len(result.rows)} cells did not converge (status 'unconverged' in "
+              f"results.csv; the 'problems' column says why), e.g. {unconverged[0]['cell']}: "
+              f"{unconverged[0]['problems']}", file=sys.stderr)
+    return EXIT_FAILED if failed or (unconverged and arguments.strict) else EXIT_OK
 
 
 def _sweep_plot(config, result, out: str) -> None:
@@ -198,12 +209,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="TOML configuration file")
     run.add_argument("--out", help="output directory (default: [output] dir of the file)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    run.add_argument("--strict", action="store_true",
+                        help="exit 1 when an answer's verdict fails (default: a warning and a message)")
     run.set_defaults(handler=_run)
 
     sweep = commands.add_parser("sweep", help="run a grid of probes from a TOML file with a [sweep.grid] table")
     sweep.add_argument("config", help="TOML configuration file")
     sweep.add_argument("--out", help="output directory (default: [output] dir); finished cells there are skipped")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    sweep.add_argument("--strict", action="store_true",
+                        help="exit 1 when an answer's verdict fails (default: a warning and a message)")
     sweep.set_defaults(handler=_sweep)
 
     validate = commands.add_parser("validate", help="check a configuration file without running it")

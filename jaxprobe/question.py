@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxprobe.constraints import Restriction, restriction
 from jaxprobe.probes import Probe, as_probe
-from jaxprobe.target import check_temperature
+from jaxprobe.target import check_temperature, gibbs
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["Question", "infer_dim"]
@@ -107,6 +107,7 @@ class Question:
         if prior is not None and not callable(prior):
             raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
         self.prior = prior
+        self._gibbs = gibbs(self.probe.fn, self.temperature, prior)  # −G(x)/τ + log prior(x): the one formula
         self.dim = infer_dim(dim=dim, init=init, prior=prior, constraints=constraints)
         self.restriction: Restriction = (constraints if isinstance(constraints, Restriction)
                                          else restriction(constraints, self.dim))
@@ -136,11 +137,8 @@ class Question:
         return -self.probe.fn(self.restriction.forward(z)) / self.temperature
 
     def _target(self, z: Array) -> Array:
-        x = self.restriction.forward(z)
-        value = -self.probe.fn(x) / self.temperature + self.restriction.log_weight(z)
-        if self.prior is not None:
-            value = value + self.prior(x)
-        return value
+        """log p(z) = [−G(x)/τ + log prior(x)] at x = T(z) (:func:`jaxprobe.gibbs`) + the restriction's terms."""
+        return self._gibbs(self.restriction.forward(z)) + self.restriction.log_weight(z)
 
     # ---------------------------------------------------------------- starting points
 

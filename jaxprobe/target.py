@@ -41,7 +41,8 @@ def gibbs(G: Callable[[ArrayTree], jax.Array], temperature: float, prior: Callab
         raise TypeError(f"G must be callable (one position -> scalar loss), got {type(G).__name__}")
     if prior is not None and not callable(prior):
         raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
-    tau = check_temperature(temperature)
+    # A traced τ (a compiled sweep's cell input) is checked by its caller before tracing.
+    tau = temperature if isinstance(temperature, jax.core.Tracer) else check_temperature(temperature)
 
     if prior is None:
         def logdensity(x: ArrayTree) -> jax.Array:

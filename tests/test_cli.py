@@ -2,6 +2,7 @@
 config run end to end with small sizes (slow)."""
 
 import json
+import warnings
 import os
 import re
 import textwrap
@@ -108,10 +109,20 @@ def _small(name, tmp_path, chains=32, samples=150, warmup=150, extra=None):
     return str(path)
 
 
+def _run_example(name, out):
+    """``jaxprobe run`` on an example exactly as shipped (its own sizes and sampler): it must end without a
+    convergence warning, with a converged verdict in summary.json (--strict turns a failed verdict into exit 1)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jaxprobe.ConvergenceWarning)
+        status = main(["run", os.path.join(EXAMPLES, name), "--out", str(out), "--quiet", "--strict"])
+    assert json.loads((out / "summary.json").read_text())["verdict"]["converged"]
+    return status
+
+
 @pytest.mark.slow
 def test_example_prediction_risky(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["run", _small("prediction_risky.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert _run_example("prediction_risky.toml", out) == EXIT_OK
     assert sorted(p.name for p in out.iterdir()) == ["features.png", "samples.npz", "samples_original_units.npz",
                                                      "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
@@ -127,19 +138,18 @@ def test_example_prediction_risky(tmp_path, capsys):
 @pytest.mark.slow
 def test_example_model_contrast(tmp_path):
     out = tmp_path / "out"
-    assert main(["run", _small("model_contrast.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert _run_example("model_contrast.toml", out) == EXIT_OK
     answer = json.loads((out / "summary.json").read_text())["answer"]
-    # Fig. 2 setting: the two SVMs agree on the whole test set, yet a large share of the contrast samples are
-    # inputs where they disagree (0.42 measured with these small sizes; 32 chains only partly mix between
-    # the disagreement regions at τ = 0.01).
+    # Fig. 2 setting: the two SVMs agree on the whole test set, yet most contrast samples are inputs where they
+    # disagree (0.70 measured with the example's SMC run; the disagreement regions are disjoint pockets).
     assert answer["test_set_disagreement_rate"] < 0.02
-    assert answer["fraction_of_samples_where_models_disagree"] > 0.2
+    assert answer["fraction_of_samples_where_models_disagree"] > 0.5
 
 
 @pytest.mark.slow
 def test_example_parameter_sensitive(tmp_path):
     out = tmp_path / "out"
-    assert main(["run", _small("parameter_sensitive.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert _run_example("parameter_sensitive.toml", out) == EXIT_OK
     summary = json.loads((out / "summary.json").read_text())
     ds = jaxprobe.datasets.default()
     x = np.load(out / "samples_original_units.npz")["x"].reshape(-1, ds.x.shape[1])
@@ -151,7 +161,7 @@ def test_example_parameter_sensitive(tmp_path):
 @pytest.mark.slow
 def test_example_counterfactual(tmp_path):
     out = tmp_path / "out"
-    assert main(["run", _small("counterfactual.toml", tmp_path), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert _run_example("counterfactual.toml", out) == EXIT_OK
     summary = json.loads((out / "summary.json").read_text())
     assert summary["answer"]["fraction_with_target_prediction"] > 0.9
     ds = jaxprobe.datasets.wage()
@@ -167,7 +177,8 @@ def test_example_sweeps_and_resume(tmp_path, capsys):
     config = _small("sweep_temperature.toml", tmp_path, chains=8, samples=40, warmup=40)
     assert main(["sweep", config, "--out", str(out), "--quiet"]) == EXIT_OK
     rows = read_table(out / "results.csv")
-    assert len(rows) == 48 and all(r["status"] == "ok" for r in rows)
+    # 8 chains x 40 draws are too few for the verdict's ESS: every cell finished, marked unconverged.
+    assert len(rows) == 48 and all(r["status"] in ("ok", "unconverged") for r in rows)
     # The probe value grows with τ (samples spread away from the boundary as the temperature rises).
     for alpha in (0.25, 0.5, 0.75):
         means = [r["probe_mean"] for r in rows if r["probe.alpha"] == alpha and r["seed"] == 0]

@@ -4,7 +4,8 @@
 pure functional core for use inside a user's own ``jax.jit`` or ``lax.scan``.
 """
 
-from jaxprobe.engine.api import canonicalize_key, chain_sharding, known_samplers, make_kernel, sample
+from jaxprobe.engine.api import (canonicalize_key, chain_sharding, known_sampler_starts_at_target, known_samplers,
+                                 make_kernel, sample)
 from jaxprobe.engine.core import (
     EngineState,
     RunStats,
@@ -20,7 +21,7 @@ from jaxprobe.engine.core import (
     warmup_run,
     warmup_schedule,
 )
-from jaxprobe.engine.kernels import HMC, MALA, NUTS, RWMH, SAMPLERS, ChEES, StepInfo
+from jaxprobe.engine.kernels import HMC, MALA, NUTS, RWMH, SAMPLERS, SMC, ChEES, StepInfo
 from jaxprobe.engine.samples import Samples, Summary
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "default_parameters",
     "make_kernel",
     "known_samplers",
+    "known_sampler_starts_at_target",
     "canonicalize_key",
     "chain_sharding",
     "SAMPLERS",
@@ -50,5 +52,6 @@ __all__ = [
     "HMC",
     "NUTS",
     "ChEES",
+    "SMC",
     "StepInfo",
 ]

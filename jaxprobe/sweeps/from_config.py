@@ -342,8 +342,10 @@ def _split_grid(config: Config) -> tuple[dict[str, list], list[str]]:
     for dotted, values in config.grid.items():
         name = ENGINE_KEYS.get(dotted, dotted)
         grid[name] = values
-        if dotted in static_names or (dotted not in BATCHED_KEYS and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        # Every axis that is not a batched (traced) input is applied to the configuration of its cells: numbers,
+        # strings (model kind, data set, probe type) and lists alike. Before, string axes were dropped here and
+        # every model.kind cell answered the configuration's own model.
+        if dotted in static_names or dotted not in BATCHED_KEYS:
             static.append(name)
     return grid, static
 
@@ -467,8 +469,8 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
         "num_chains": samples.num_chains,
         "num_samples_per_chain": samples.num_draws,
         "acceptance_rate": row["acceptance_rate"],
-        "max_rhat": row["max_rhat"],
-        "min_ess_bulk": row["min_ess_bulk"],
+        "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
+        "min_ess_bulk": samples.verdict.min_ess_bulk,
         "probe_value": {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")},
         "answer": answer,
         "features_original_units": {
