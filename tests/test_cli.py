@@ -194,3 +194,23 @@ def test_example_sweeps_and_resume(tmp_path, capsys):
     assert "32 cells (0 failed), 2 compiled program(s)" in capsys.readouterr().out  # one per model kind
     rows = read_table(out / "results.csv")
     assert {r["model.kind"] for r in rows} == {"logistic_regression", "mlp"}
+    # Each model.kind cell answers its own model: the two kinds' cells differ (they were bit-identical when string
+    # axes were dropped), and a cell equals the single run of its question (same key) up to float32 rounding.
+    by_kind = {kind: {(r["localize.anchor"], r["localize.weight"]): r["probe_mean"] for r in rows
+                      if r["model.kind"] == kind} for kind in ("logistic_regression", "mlp")}
+    assert all(by_kind["logistic_regression"][k] != by_kind["mlp"][k] for k in by_kind["mlp"])
+    cell = next(r for r in rows if r["model.kind"] == "mlp" and r["localize.anchor"] == 2
+                and r["localize.weight"] == 0.3)
+    single = tmp_path / "single.toml"
+    single.write_text(open(config).read().replace('kind = "logistic_regression"', 'kind = "mlp"')
+                      .replace("anchor = 0", "anchor = 2").replace("weight = 0.1", "weight = 0.3")
+                      .split("[sweep]")[0] + '[output]\ndir = "unused"\n')
+    assert main(["run", str(single), "--out", str(tmp_path / "single"), "--quiet"]) == EXIT_OK
+    one = jaxprobe.Samples.load(tmp_path / "single" / "samples.npz")
+    swept = jaxprobe.Samples.load(out / cell["samples"])
+    # Same key, starting points and target, but another compiled program (a batched cell vs one run): rounding
+    # differences grow along the chains (ChEES adapts across chains, so one chain's rounding moves them all), so
+    # the draws are not equal; their distributions are: per-feature means within a quarter of the spread.
+    spread = one.positions.reshape(-1, one.positions.shape[-1]).std(axis=0) + 1e-3
+    gap = np.abs(swept.positions.mean(axis=(0, 1)) - one.positions.mean(axis=(0, 1)))
+    assert np.all(gap < 0.25 * spread), gap / spread
