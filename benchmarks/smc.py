@@ -51,6 +51,7 @@ from jaxprobe import datasets, probes
 from jaxprobe._io import atomic_write
 from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
+from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 FULL = {"chains": 1024, "samples": 200, "warmup": 200, "seeds": 3}
@@ -100,17 +101,8 @@ def draws_cell_mass(x: np.ndarray, half_width: float, outside: bool) -> np.ndarr
     return counts / len(x)
 
 
-def tv(p: np.ndarray, q: np.ndarray) -> float:
-    return 0.5 * float(np.abs(p - q).sum())
-
-
-def tv_floor(mass: np.ndarray, num_draws: int, repeats: int = 20) -> float:
-    rng = np.random.default_rng(0)
-    return float(np.mean([tv(rng.multinomial(num_draws, mass / mass.sum()) / num_draws, mass)
-                          for _ in range(repeats)]))
-
-
 def figure2_question():
+    """Figure 2's probe and its exact answer by quadrature (:class:`jaxprobe.quadrature.SquareGrid`)."""
     from sklearn.svm import SVC
 
     data = datasets.circles(600, noise=0.1, factor=0.4, seed=0)
@@ -118,16 +110,8 @@ def figure2_question():
     rbf = SVC(kernel="rbf").fit(train.x, train.y)
     cubic = SVC(kernel="poly", degree=3).fit(train.x, train.y)
     probe = probes.model_contrast(from_sklearn(rbf), from_sklearn(cubic), from_logits=True)
-    width = 2 * BOX / QUADRATURE
-    axis = -BOX + width * (np.arange(QUADRATURE) + 0.5)
-    points = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
-    loss = np.asarray(jax.jit(jax.vmap(probe))(jnp.asarray(points, jnp.float32)), np.float64)
-    log_weight = -loss / FIG2_TEMPERATURE
-    weight = np.exp(log_weight - log_weight.max())
-    log_z = float(log_weight.max() + np.log(weight.mean()))
-    per = QUADRATURE // CELLS
-    mass = weight.reshape(CELLS, per, CELLS, per).sum(axis=(1, 3)).ravel()
-    return probe, mass / mass.sum(), log_z
+    grid = SquareGrid(probe, -BOX, BOX, QUADRATURE)
+    return probe, grid.cell_mass(FIG2_TEMPERATURE, CELLS), grid.log_evidence(FIG2_TEMPERATURE)
 
 
 def run_sampler(question: dict, sampler: str, sizes: dict, log) -> dict:
@@ -155,7 +139,7 @@ def run_sampler(question: dict, sampler: str, sizes: dict, log) -> dict:
             warmup = int(round(sizes["warmup"] * sizes["chains"] * sampling / steps))
         else:  # MALA steps (SMC's particles continue as MALA chains)
             warmup = sizes["warmup"] * sizes["chains"]
-        row = {"seed": seed, "seconds": seconds, "tv": tv(draws_cell_mass(x, question["half_width"],
+        row = {"seed": seed, "seconds": seconds, "tv": total_variation(draws_cell_mass(x, question["half_width"],
                                                                            question["outside"]), question["mass"]),
                "gradient_evaluations_reported": sampling, "gradient_evaluations_warmup": warmup,
                "gradient_evaluations": sampling + warmup,
@@ -255,7 +239,7 @@ def main(argv=None) -> dict:
         rows = {sampler: run_sampler(question, sampler, sizes, log) for sampler in SAMPLERS}
         ratio = rows["smc"]["gradient_evaluations"] / rows["chees"]["gradient_evaluations"]
         record[name] = {"title": question["title"], "exact": question["exact"], "log_z": question["log_z"],
-                        "tv_floor": tv_floor(question["mass"], sizes["chains"] * sizes["samples"]),
+                        "tv_floor": total_variation_floor(question["mass"], sizes["chains"] * sizes["samples"]),
                         "samplers": rows, "smc_cost_ratio": ratio,
                         "target_met": bool(rows["smc"]["tv_max"] <= TV_TARGET and ratio <= COST_TARGET)}
     result = {

@@ -25,6 +25,7 @@ import jaxprobe
 from jaxprobe import datasets, probes
 from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
+from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
 
 BOX = 1.5
 TEMPERATURE = 0.1
@@ -34,7 +35,7 @@ NUM_CHAINS, NUM_SAMPLES, NUM_WARMUP = 1024, 200, 100
 TV_MAX = 0.05
 NUM_SE = 4.0
 QUADRATURE_TOLERANCE = 0.02  # on log Z; the 300² rule is checked against a coarser one below
-NUM_GROUPS = 16  # the se of log Z is t-like with G − 1 degrees of freedom: G = 16, not the default 4 here
+NUM_GROUPS = 16  # the se of log Z is t-like with G − 1 degrees of freedom: G = 16, not the default 8 here
 
 
 @pytest.fixture(scope="module")
@@ -46,43 +47,7 @@ def figure2():
     rbf = SVC(kernel="rbf").fit(train.x, train.y)
     cubic = SVC(kernel="poly", degree=3).fit(train.x, train.y)
     probe = probes.model_contrast(from_sklearn(rbf), from_sklearn(cubic), from_logits=True)
-    width = 2 * BOX / QUADRATURE
-    axis = -BOX + width * (np.arange(QUADRATURE) + 0.5)
-    points = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
-    loss = np.asarray(jax.jit(jax.vmap(probe))(jnp.asarray(points, jnp.float32)), np.float64)
-    return dict(probe=probe, loss=loss)
-
-
-def log_evidence(loss: np.ndarray, temperature: float) -> float:
-    """log E_uniform[exp(−G/τ)] over the box by the midpoint rule."""
-    log_weight = -loss / temperature
-    top = log_weight.max()
-    return float(top + np.log(np.mean(np.exp(log_weight - top))))
-
-
-def cell_mass(loss: np.ndarray, temperature: float) -> np.ndarray:
-    """Exact target mass of each of the CELLS² cells (flattened, x-major)."""
-    weight = np.exp(-(loss - loss.min()) / temperature).reshape(QUADRATURE, QUADRATURE)
-    per = QUADRATURE // CELLS
-    mass = weight.reshape(CELLS, per, CELLS, per).sum(axis=(1, 3)).ravel()
-    return mass / mass.sum()
-
-
-def sample_mass(x: np.ndarray) -> np.ndarray:
-    edges = np.linspace(-BOX, BOX, CELLS + 1)
-    counts, _, _ = np.histogram2d(x[:, 0], x[:, 1], bins=[edges, edges])
-    return counts.ravel() / counts.sum()
-
-
-def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    return 0.5 * float(np.abs(p - q).sum())
-
-
-def tv_floor(mass: np.ndarray, num_draws: int, repeats: int = 20, seed: int = 0) -> float:
-    """Expected TV between `num_draws` independent exact draws' cell shares and the exact mass."""
-    rng = np.random.default_rng(seed)
-    return float(np.mean([total_variation(rng.multinomial(num_draws, mass) / num_draws, mass)
-                          for _ in range(repeats)]))
+    return dict(probe=probe, grid=SquareGrid(probe, -BOX, BOX, QUADRATURE))
 
 
 def generate(probe, sampler, seed=0, **options):
@@ -103,14 +68,15 @@ def smc_run(figure2):
 
 
 def test_smc_matches_the_exact_target_on_a_grid(figure2, smc_run):
-    exact = cell_mass(figure2["loss"], TEMPERATURE)
+    grid = figure2["grid"]
+    exact = grid.cell_mass(TEMPERATURE, CELLS)
     num_draws = NUM_CHAINS * NUM_SAMPLES
-    floor = tv_floor(exact, num_draws)
+    floor = total_variation_floor(exact, num_draws)
     # the floor for independent draws; the chains' correlation raises it, so keep it far below the threshold
     assert floor < 0.5 * TV_MAX, floor
-    smc_tv = total_variation(sample_mass(smc_run.positions.reshape(-1, 2)), exact)
+    smc_tv = total_variation(grid.draws_mass(smc_run.positions.reshape(-1, 2), CELLS), exact)
     mala = generate(figure2["probe"], "mala")
-    mala_tv = total_variation(sample_mass(mala.positions.reshape(-1, 2)), exact)
+    mala_tv = total_variation(grid.draws_mass(mala.positions.reshape(-1, 2), CELLS), exact)
     print(f"TV on {CELLS}x{CELLS} cells at tau={TEMPERATURE}: smc {smc_tv:.4f}, mala {mala_tv:.4f} "
           f"(iid floor for {num_draws} draws {floor:.4f}); gradient evaluations smc "
           f"{int(smc_run.num_gradient_evaluations.sum())}, mala {int(mala.num_gradient_evaluations.sum())} "
@@ -120,11 +86,11 @@ def test_smc_matches_the_exact_target_on_a_grid(figure2, smc_run):
 
 
 def test_smc_evidence_matches_quadrature(figure2, smc_run):
-    loss = figure2["loss"]
-    exact = log_evidence(loss, TEMPERATURE)
+    grid = figure2["grid"]
+    exact = grid.log_evidence(TEMPERATURE)
     # the quadrature tolerance is honest: the rule on every other point (spacing doubled) is within it, and
     # the error of a rule on a smooth integrand falls with the spacing
-    coarse = log_evidence(loss.reshape(QUADRATURE // 2, 2, QUADRATURE // 2, 2)[:, 0, :, 0].ravel(), TEMPERATURE)
+    coarse = grid.log_evidence(TEMPERATURE, stride=2)
     assert abs(coarse - exact) < QUADRATURE_TOLERANCE, (coarse, exact)
     log_z, se = smc_run.log_evidence, smc_run.log_evidence_se
     print(f"log Z: smc {log_z:.4f} ± {se:.4f}, quadrature {exact:.4f}")
@@ -136,6 +102,6 @@ def test_smc_evidence_matches_quadrature(figure2, smc_run):
     assert path["inverse_temperature"][-1] == 1.0
     assert path["log_evidence"][-1] == pytest.approx(log_z)
     for temperature, value, value_se in zip(path["temperature"], path["log_evidence"], path["log_evidence_se"]):
-        quadrature = log_evidence(loss, temperature)
+        quadrature = grid.log_evidence(temperature)
         print(f"  tau {temperature:.4f}: smc {value:.4f} ± {value_se:.4f}, quadrature {quadrature:.4f}")
         assert abs(value - quadrature) <= NUM_SE * value_se + QUADRATURE_TOLERANCE, (temperature, value, quadrature)
