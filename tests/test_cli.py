@@ -214,3 +214,16 @@ def test_example_sweeps_and_resume(tmp_path, capsys):
     spread = one.positions.reshape(-1, one.positions.shape[-1]).std(axis=0) + 1e-3
     gap = np.abs(swept.positions.mean(axis=(0, 1)) - one.positions.mean(axis=(0, 1)))
     assert np.all(gap < 0.25 * spread), gap / spread
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sweep_temperature.toml", "sweep_counterfactual.toml"])
+def test_sweep_examples_as_shipped_converge(name, tmp_path):
+    """Every cell of the shipped sweep examples (their own sizes and samplers) has a converged verdict:
+    --strict exits 1 otherwise, and no ConvergenceWarning is raised."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jaxprobe.ConvergenceWarning)
+        status = main(["sweep", os.path.join(EXAMPLES, name), "--out", str(tmp_path / "out"), "--quiet",
+                       "--strict"])
+    assert status == EXIT_OK
+    assert all(row["status"] == "ok" for row in read_table(tmp_path / "out" / "results.csv"))

@@ -119,3 +119,36 @@ def test_smc_needs_a_reference_it_can_draw_before_compiling(compile_counter):
     assert counter.count == 0
 
 # The reconstruction path through SMC is checked on tests/test_reconstruct.py's ground truth (the jax-smc run).
+
+
+@pytest.mark.slow
+def test_smc_particles_are_sharded_over_four_devices(tmp_path):
+    """Four simulated CPU devices (a subprocess): the particles run sharded like chains and give the same answer
+    as one device up to rounding (resampling gathers across devices, so bit-identity is not promised)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys, numpy as np, jax, jaxprobe
+        sys.path.insert(0, sys.argv[2])
+        from test_smc_answers import MIXTURE
+        r = jaxprobe.generate(0, MIXTURE, temperature=1.0, prior=jaxprobe.priors.StandardNormal(), dim=2,
+                              num_chains=512, num_samples=10, num_warmup=10, sampler="smc", progress=False,
+                              convergence="ignore")
+        np.save(sys.argv[1], np.array([r.log_evidence, r.log_evidence_se, np.mean(r.positions[..., 0] > 0)]))
+        print("devices", jax.device_count())
+    """)
+    results = {}
+    for count in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}", JAX_PLATFORMS="cpu")
+        path = tmp_path / f"{count}.npy"
+        completed = subprocess.run([sys.executable, "-c", script, str(path), os.path.dirname(__file__)], env=env,
+                                   capture_output=True, text=True, timeout=600)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        assert f"devices {count}" in completed.stdout
+        results[count] = np.load(path)
+    one, four = results[1], results[4]
+    assert abs(one[0] - four[0]) < 4 * one[1]  # log Z
+    assert abs(one[2] - four[2]) < 0.05  # share of the 0.8 mode
