@@ -285,22 +285,20 @@ def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], value
         else:
             probe = probes.fixed_label(model.fn, target, loss=loss)  # the target class may be traced
 
-    constraints = []
+    fixed_names, anchor_row = (), None
     if "localize" in settings:
         anchor = get("localize.anchor")
         weight = get("localize.weight")
         anchors = jnp.asarray(prepared.z_test)
         probe = probe + weight * probes.localize(anchors[anchor], r=settings["localize"]["r"])  # both may be traced
-        fixed_names = settings["constraints"]["fixed"]
-        if fixed_names:
-            columns = list(prepared.dataset.columns_of(*fixed_names))
-            constraints.append(constraints_module.Fixed(columns, prepared.z_test[int(anchor)][columns]))
-    if settings["constraints"]["bounds"] == "data":
-        low = prepared.dataset.standardize(prepared.dataset.x.min(axis=0)).astype(np.float64)
-        high = prepared.dataset.standardize(prepared.dataset.x.max(axis=0)).astype(np.float64)
-        fixed_columns = {int(c) for f in constraints for c in np.atleast_1d(f.indices)}
-        free = [c for c in range(prepared.num_features) if c not in fixed_columns and low[c] < high[c]]
-        constraints.append(constraints_module.Box(low[free], high[free], indices=free))
+        fixed_names = tuple(settings["constraints"]["fixed"])
+        if fixed_names:  # fixed features take the anchor's values: the anchor is a static axis then
+            anchor_row = prepared.z_test[int(anchor)]
+    # The data set's metadata, exactly as the Python API reads it (constraints.from_dataset): one-hot groups on
+    # the simplex, integers reported integral, immutable features fixed, bounds = "data": the observed ranges.
+    constraints = constraints_module.from_dataset(
+        prepared.dataset, standardized=True, immutable=fixed_names, anchor=anchor_row,
+        bounds="range" if settings["constraints"]["bounds"] == "data" else None)
     prior = None
     if settings["prior"]["kind"] == "standard_normal":
         prior = priors.DiagonalGaussian(np.zeros(prepared.num_features), np.ones(prepared.num_features))
