@@ -366,3 +366,21 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
         jaxprobe.sample(2, std_normal, _init(), num_samples=4, num_warmup=4, progress=False, checkpoint=path)
     with pytest.raises(ValueError, match="num_samples"):
         jaxprobe.sample(1, std_normal, _init(), num_samples=8, num_warmup=4, progress=False, checkpoint=path)
+
+
+def test_checkpoint_of_another_target_start_or_mass_matrix_is_refused(tmp_path):
+    """A checkpoint records what the run samples and where it starts, not only its settings: resuming with
+    another log density, other initial positions or another inverse mass matrix raises, naming what differs
+    (before, the two runs' draws were mixed)."""
+    path = tmp_path / "run.npz"
+    options = dict(num_samples=4, num_warmup=4, progress=False, checkpoint=path, sampler="hmc")
+    jaxprobe.sample(1, std_normal, _init(), **options)
+    shifted = lambda x: -0.5 * jnp.sum((x - 1.0) ** 2)  # noqa: E731
+    with pytest.raises(ValueError, match=r"differs in target\)"):
+        jaxprobe.sample(1, shifted, _init(), **options)
+    with pytest.raises(ValueError, match=r"differs in initial_positions\)"):
+        jaxprobe.sample(1, std_normal, _init(seed=1), **options)
+    with pytest.raises(ValueError, match=r"differs in inverse_mass_matrix\)"):
+        jaxprobe.sample(1, std_normal, _init(), inverse_mass_matrix=np.full(3, 2.0), **options)
+    again = jaxprobe.sample(1, std_normal, _init(), **options)  # the same run: resumed (finished), not refused
+    assert again.num_draws == 4

@@ -46,7 +46,9 @@ def grid_run(tmp_path_factory):
 def test_64_cell_numeric_grid_compiles_once(grid_run):
     result, compilations, _ = grid_run
     assert len(result.rows) == 64
-    assert compilations == 1, f"{compilations} XLA compilations for a 64-cell numeric grid"
+    # One sampling program, plus the small program that fingerprints every cell's question (its log density
+    # at 8 fixed points, vmapped over the cells) for the cell ids.
+    assert compilations == 2, f"{compilations} XLA compilations for a 64-cell numeric grid"
     assert result.num_compilations == 1
     assert all(row["status"] == "ok" for row in result.rows)
 
@@ -304,3 +306,23 @@ def test_a_fixed_probe_reuses_its_program(compile_counter):
         second = jaxprobe.sweep(5, _LOCALIZE_AT_ZERO, {"temperature": [0.5, 1.0]}, **options)
     assert counter.count == 0 and second.num_compilations == 0 and first.num_compilations == 1
     np.testing.assert_array_equal(first.samples[1].positions, second.samples[1].positions)
+
+
+def test_a_rerun_for_another_question_recomputes_its_cells(tmp_path):
+    """Cell ids cover the question itself (its log density at fixed points: model parameters, data, probe, prior,
+    constraints), not only grid values and settings: a rerun into the same folder after the model changed
+    recomputes; the same question again reuses the cells on disk."""
+    options = dict(num_chains=4, num_samples=8, num_warmup=4, dim=2, progress=False, out=tmp_path,
+                   convergence="ignore")
+
+    def trained(weights):  # a "model" whose trained parameters are captured, as a fitted estimator's are
+        return lambda shift: Probe(lambda x: jnp.sum((x - jnp.asarray(weights) - shift) ** 2))
+
+    first = jaxprobe.sweep(0, trained([0.0, 0.0]), {"shift": [0.0, 1.0], "temperature": [1.0]}, **options)
+    retrained = jaxprobe.sweep(0, trained([5.0, 5.0]), {"shift": [0.0, 1.0], "temperature": [1.0]}, **options)
+    assert [r["cell"] for r in first.rows] != [r["cell"] for r in retrained.rows]
+    assert retrained.num_compilations == 1  # recomputed, not returned from disk
+    assert retrained.samples[0].positions.mean() > 2.0 > first.samples[0].positions.mean()
+    again = jaxprobe.sweep(0, trained([5.0, 5.0]), {"shift": [0.0, 1.0], "temperature": [1.0]}, **options)
+    assert [r["cell"] for r in again.rows] == [r["cell"] for r in retrained.rows]
+    np.testing.assert_array_equal(again.samples[1].positions, retrained.samples[1].positions)

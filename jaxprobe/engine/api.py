@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import numbers
@@ -529,6 +530,10 @@ def sample(
     adapt = step_size is None
     run_id = _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
                            step_size_mode, target_acceptance_rate, step_size)
+    if checkpoint is not None:  # what the run starts from and what it samples, not only its settings
+        run_id.update(initial_positions=_fingerprint(layout.flatten_chains(initial_positions).astype(dtype)),
+                      inverse_mass_matrix=None if inverse_mass_matrix is None else _fingerprint(inverse_mass_matrix),
+                      target=_target_fingerprint(flat_logdensity, layout.dim, dtype))
     resumed = _load_checkpoint(checkpoint, run_id, state, sharding) if checkpoint is not None else None
     try:
         # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
@@ -600,7 +605,7 @@ def sample(
 
 
 _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
-_CHECKPOINT_VERSION = 1
+_CHECKPOINT_VERSION = 2  # 2: the identity includes the target, initial positions and inverse mass matrix
 
 
 def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
@@ -621,6 +626,25 @@ def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_sampl
         "target_acceptance_rate": target_acceptance_rate,
         "step_size": None if step_size is None else np.asarray(step_size).tolist(),
     }
+
+
+def _fingerprint(array: Any) -> str:
+    """A short hash of an array's values, dtype and shape (for a checkpoint's identity)."""
+    array = np.ascontiguousarray(array)
+    digest = hashlib.sha256(f"{array.dtype}{array.shape}".encode() + array.tobytes())
+    return digest.hexdigest()[:20]
+
+
+@partial(jax.jit, static_argnames=("logdensity_fn",))
+def _values_at(logdensity_fn, points):
+    return jax.vmap(logdensity_fn)(points)
+
+
+def _target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:
+    """The log density at 8 fixed points (standard normals from a constant seed): a different target gives
+    different values, so a checkpoint of another target is refused whatever its settings."""
+    points = np.random.default_rng(20261123).standard_normal((8, dim)).astype(dtype)
+    return _fingerprint(_to_host(_values_at(logdensity_fn, jnp.asarray(points))))
 
 
 class _HostDraws:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import math
@@ -479,7 +480,13 @@ def sweep(
     fixed_settings["sampler_options"] = sampler_options or {}
     fixed_settings["key"] = np.asarray(jax.random.key_data(rng_key)).tolist()
     fixed_settings["dtype"] = str(dtype)
-    ids = [cell_id(cell, fixed_settings) for cell in cells]
+    fixed_settings["version"] = _package_version()
+    # ...and so does the question itself: its log density at fixed points covers the data, the model's trained
+    # parameters, the probe and its parameters, the prior and the constraints (a rerun into a folder whose cells
+    # answered another question recomputes them instead of returning them).
+    targets = _target_fingerprints(cells, axes, static_axes, batched_probe_axes, engine_names, defaults, build_probe,
+                                   prior, constraints, dim, dtype)
+    ids = [cell_id(cell, dict(fixed_settings, target=target)) for cell, target in zip(cells, targets)]
 
     done: dict[str, dict] = {}
     if out is not None:
@@ -610,6 +617,73 @@ def sweep(
         warnings.warn(message, ConvergenceWarning, stacklevel=2)
     return SweepResult(rows=rows, samples=samples, out=out, num_compilations=num_compilations,
                        compile_seconds=compile_total, seconds=time.perf_counter() - started)
+
+
+def _package_version() -> str:
+    from jaxprobe import __version__
+
+    return __version__
+
+
+class _ByIdentity:
+    """A static argument hashed by the identity of what it holds (priors, constraint lists)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return hash(id(self.value))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _ByIdentity) and other.value is self.value
+
+
+_FINGERPRINT_POINTS = 8
+
+
+@functools.partial(jax.jit, static_argnames=("build_probe", "probe_params", "axis_kinds", "prior", "constraints",
+                                             "dim", "dtype"))
+def _logdensity_at_fixed_points(temperatures, values, *, build_probe, probe_params, axis_kinds, prior, constraints,
+                                dim, dtype):
+    """Each cell's question's log density at the same fixed unconstrained points: ``(cells, points)``."""
+    del axis_kinds  # part of the cache key only (integer or float batched axes)
+
+    def one(temperature, cell_values):
+        problem = _as_problem(build_probe(**dict(probe_params), **cell_values), prior.value, constraints.value, dim)
+        question = Question(problem.probe, temperature, problem.prior, problem.constraints, _resolve_dim(problem))
+        points = np.random.default_rng(20261123).standard_normal((_FINGERPRINT_POINTS, question.num_free))
+        return jax.vmap(question.logdensity)(jnp.asarray(points, dtype))
+
+    return jax.vmap(one)(temperatures, values)
+
+
+def _target_fingerprints(cells, axes, static_axes, batched_axes, engine_names, defaults, build_probe, prior,
+                         constraints, dim, dtype) -> list[str]:
+    """A short hash per cell of its question's log density at fixed points (one small program per static group).
+
+    A group whose probe cannot be built here gets a fingerprint naming the error: the group fails later, with
+    the error in its rows, as before.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for index, cell in enumerate(cells):
+        groups.setdefault(tuple((a.name, cell[a.name]) for a in static_axes), []).append(index)
+    fingerprints = [""] * len(cells)
+    for key, indices in groups.items():
+        probe_params = tuple(sorted((k, v) for k, v in key if k not in engine_names))
+        temperatures = np.asarray([cells[i].get("temperature", defaults["temperature"]) for i in indices], dtype)
+        values = {a.name: np.asarray([cells[i][a.name] for i in indices], np.int32 if a.integer else dtype)
+                  for a in batched_axes}
+        try:
+            table = np.asarray(_logdensity_at_fixed_points(
+                temperatures, values, build_probe=build_probe, probe_params=probe_params,
+                axis_kinds=tuple((a.name, a.integer) for a in batched_axes), prior=_ByIdentity(prior),
+                constraints=_ByIdentity(constraints), dim=dim, dtype=np.dtype(dtype)))
+            rows = [hashlib.sha256(row.tobytes()).hexdigest()[:16] for row in table]
+        except Exception as error:  # noqa: BLE001 - the group's own run reports it
+            rows = [f"unavailable: {type(error).__name__}"] * len(indices)
+        for index, row in zip(indices, rows):
+            fingerprints[index] = row
+    return fingerprints
 
 
 def _diagnostics(result: dict[str, np.ndarray], num_samples: int) -> tuple[np.ndarray, np.ndarray]:
