@@ -43,7 +43,9 @@ from jaxprobe.models import from_sklearn
 NUM_INSTANCES, NUM_COUNTERFACTUALS = 20, 5
 REPEATS = 5  # jaxprobe's time is the median of 5 full runs (one 0.1 s run is at the mercy of the scheduler)
 LOCALIZER_WEIGHT, LOCALIZER_POWER, TEMPERATURE, NUM_WARMUP, START_FRACTION = 0.2, 1, 0.003, 50, 0.3
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# `jaxprobe bench` points this at a scratch folder unless --record is given.
+RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
+           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 
 
 def metrics(counterfactuals: np.ndarray, anchors: np.ndarray, predict, targets: np.ndarray) -> dict:

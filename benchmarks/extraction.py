@@ -577,7 +577,7 @@ def write_figures(result, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"))
     parser.add_argument("--skip-distill", action="store_true")
     parser.add_argument("--skip-relu", action="store_true")
     parser.add_argument("--only-cnn", action="store_true",

@@ -24,7 +24,9 @@ from jaxprobe import latent
 from jaxprobe._io import atomic_write
 from jaxprobe.latent import data, experiments
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# `jaxprobe bench` points this at a scratch folder unless --record is given.
+RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
+           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 PAIRS = [(0, 1), (1, 7), (0, 8), (2, 5)]  # (CNN label, MLP label), Fig. 4 right
 
 

@@ -84,7 +84,8 @@ def sweep_main(argv) -> None:
     parser.add_argument("--datasets", nargs="*", default=list(SWEEP_DATASETS))
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.2, 1.0])
     parser.add_argument("--chains", type=int, default=64)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "reconstruction.sweep"))
+    parser.add_argument("--out", default=os.path.join(os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"),
+                                                     "reconstruction.sweep"))
     parser.add_argument("--merge", nargs="*", default=[],
                         help="earlier sweep .json files whose data sets are kept (this run's override them)")
     args = parser.parse_args(argv)
@@ -166,7 +167,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="transitions per timed run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=["logistic", "mlp"])
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "reconstruction"))
+    parser.add_argument("--out", default=os.path.join(os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"),
+                                                     "reconstruction"))
     args = parser.parse_args()
 
     x_train, y_train, _, _, _ = prepare_data("breast_cancer")

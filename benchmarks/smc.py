@@ -53,7 +53,9 @@ from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
 from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# `jaxprobe bench` points this at a scratch folder unless --record is given.
+RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
+           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 FULL = {"chains": 1024, "samples": 200, "warmup": 200, "seeds": 3}
 QUICK = {"chains": 256, "samples": 50, "warmup": 50, "seeds": 1}
 SAMPLERS = ("smc", "chees", "mala")

@@ -33,7 +33,9 @@ import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.demo import mlp_probability, train_mlp
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# `jaxprobe bench` points this at a scratch folder unless --record is given.
+RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
+           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 
 
 class CompileClock:

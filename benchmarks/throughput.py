@@ -1040,7 +1040,9 @@ def write_atomically(path: str, text: str) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+    # `jaxprobe bench` points JAXPROBE_BENCH_RESULTS at a scratch folder unless --record is given.
+    parser.add_argument("--out", default=(os.environ.get("JAXPROBE_BENCH_RESULTS")
+                                          or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")),
                         help="output folder (default: benchmarks/results)")
     parser.add_argument("--limit-only", action="store_true",
                         help="section 1 only (jaxprobe MALA, the limit and the diagnostic rows; no peers, no ESS), "

@@ -12,6 +12,13 @@ from typing import IO, Callable
 __all__ = ["atomic_write"]
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: bool = True) -> None:
     """Call ``write(stream)`` on a temporary file beside ``path``, then rename it to ``path``."""
     path = os.fspath(path)
@@ -21,6 +28,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: b
     try:
         with os.fdopen(handle, "wb" if binary else "w") as stream:
             write(stream)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the user's usual mode
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -18,6 +18,7 @@ import glob
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 
@@ -29,6 +30,19 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def _say(arguments: argparse.Namespace, message: str) -> None:
     if not getattr(arguments, "quiet", False):
         print(message)
+
+
+def _check_output_folder(out: str) -> None:
+    """The output path must be a folder we can write into (or create), checked before anything is sampled."""
+    from jaxprobe.config import ConfigError
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"output {out}: exists and is not a folder (pass --out with a folder path)")
+    existing = out
+    while existing and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing or ".", os.W_OK | os.X_OK):
+        raise ConfigError(f"output {out}: {existing or '.'} is not writable")
 
 
 def _demo(arguments: argparse.Namespace) -> int:
@@ -73,6 +87,7 @@ def _run(arguments: argparse.Namespace) -> int:
 
     config = _load(arguments, sweep=False)
     out = arguments.out or config.sections["output"]["dir"]
+    _check_output_folder(out)
     summary = run_config(config, out=out, progress=not arguments.quiet)
     answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
     number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
@@ -105,6 +120,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
 
     config = _load(arguments, sweep=True)
     out = arguments.out or config.sections["output"]["dir"]
+    _check_output_folder(out)
     result = sweep_config(config, out=out, progress=not arguments.quiet)
     failed = [row for row in result.rows if row["status"] == "error"]
     unconverged = [row for row in result.rows if row["status"] == "unconverged"]
@@ -163,13 +179,18 @@ def _bench(arguments: argparse.Namespace) -> int:
         print(f"unknown benchmark(s) {unknown}; available: {', '.join(scripts)}", file=sys.stderr)
         return EXIT_USAGE
     status = EXIT_OK
+    # Runs write into a scratch folder unless --record: a smoke run (-- --quick) never replaces the committed
+    # figures in benchmarks/results.
+    scratch = None if arguments.record or arguments.show else tempfile.mkdtemp(prefix="jaxprobe-bench-")
     for name in names:
         path = scripts[name]
         root = os.path.dirname(os.path.dirname(path))
-        table = os.path.join(root, "benchmarks", "results", f"{name}.md")
+        table = os.path.join(scratch or os.path.join(root, "benchmarks", "results"), f"{name}.md")
         if not arguments.show:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(
                 os.pathsep))
+            if scratch is not None:
+                env["JAXPROBE_BENCH_RESULTS"] = scratch
             _say(arguments, f"== running {name} ({path}) ==")
             tick = time.perf_counter()
             completed = subprocess.run([sys.executable, path, *arguments.extra], cwd=root, env=env,
@@ -185,6 +206,8 @@ def _bench(arguments: argparse.Namespace) -> int:
             print(f"{name}: no table at {table}")
             if arguments.show:
                 status = EXIT_FAILED
+    if scratch is not None:
+        _say(arguments, f"results in {scratch} (pass --record to write benchmarks/results)")
     return status
 
 
@@ -193,6 +216,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="jaxprobe", description="Question trained models by sampling.",
         epilog="Exit codes: 0 success, 1 something failed (failed sweep cells, a failed benchmark), "
                "2 bad usage or invalid configuration, 130 interrupted.")
+    from jaxprobe import __version__
+
+    parser.add_argument("--version", action="version", version=f"jaxprobe {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="probe a breast_cancer classifier for undecided inputs")
     demo.add_argument("--out", default="jaxprobe-demo", help="output directory (default ./jaxprobe-demo)")
@@ -232,6 +258,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--show", action="store_true", help="print the stored tables without running")
     bench.add_argument("--root", help="source tree holding benchmarks/ (default: here, or jaxprobe's source)")
     bench.add_argument("--quiet", action="store_true", help="hide the benchmarks' own output")
+    bench.add_argument("--record", action="store_true",
+                       help="write results into benchmarks/results (the committed figures); default: a scratch "
+                            "folder, printed at the end")
     bench.set_defaults(handler=_bench, extra=[])
     bench.epilog = "Arguments after -- go to every benchmark script, e.g. jaxprobe bench sweep -- --cells 16"
     return parser

@@ -234,8 +234,14 @@ def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file")
-    with open(path, "rb") as stream:
-        raw = stream.read()
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a folder, not a configuration file (pass a .toml file, e.g. "
+                          "examples/prediction_risky.toml)")
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -37,13 +37,47 @@ def test_validate_accepts_examples_and_names_the_broken_key(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_cli_edges_exit_2_with_a_message_before_sampling(tmp_path, capsys):
+    """A folder or unreadable file as the config, an output path that is a file: exit 2 and a message, nothing
+    sampled (before: a raw traceback, or a failure after sampling that lost the results). --version works."""
+    assert main(["run", str(tmp_path)]) == EXIT_USAGE
+    assert "is a folder, not a configuration file" in capsys.readouterr().err
+    unreadable = tmp_path / "secret.toml"
+    unreadable.write_text("[data]\n")
+    unreadable.chmod(0)
+    if not os.access(unreadable, os.R_OK):  # root reads everything
+        assert main(["validate", str(unreadable)]) == EXIT_USAGE
+        assert "cannot be read" in capsys.readouterr().err
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    config = os.path.join(EXAMPLES, "prediction_risky.toml")
+    assert main(["run", config, "--out", str(taken), "--quiet"]) == EXIT_USAGE
+    assert "exists and is not a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("jaxprobe ")
+
+
+def test_files_are_written_with_the_users_umask(tmp_path):
+    from jaxprobe._io import atomic_write
+
+    previous = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "out.txt", lambda stream: stream.write(b"x"))
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644  # mkstemp alone gave 0600
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
 def _benchmark_tree(tmp_path):
     bench = tmp_path / "benchmarks"
     (bench / "results").mkdir(parents=True)
     (bench / "fast.py").write_text(textwrap.dedent("""
         import os, sys
         here = os.path.dirname(os.path.abspath(__file__))
-        with open(os.path.join(here, "results", "fast.md"), "w") as f:
+        results = os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(here, "results")
+        with open(os.path.join(results, "fast.md"), "w") as f:
             f.write("| case | ratio |\\n|---|---:|\\n| fast | " + " ".join(sys.argv[1:]) + " |\\n")
     """))
     (bench / "broken.py").write_text("raise SystemExit(3)\n")
@@ -58,6 +92,10 @@ def test_bench_discovers_runs_and_prints_tables(tmp_path, capsys):
     assert sorted(line.split("\t")[0] for line in capsys.readouterr().out.split("\n") if line) == ["broken", "fast"]
     assert main(["bench", "fast", "--root", root, "--quiet", "--", "1.5x"]) == EXIT_OK
     assert "| fast | 1.5x |" in capsys.readouterr().out
+    assert not (tmp_path / "benchmarks" / "results" / "fast.md").exists()  # a scratch folder unless --record
+    assert main(["bench", "fast", "--root", root, "--quiet", "--record", "--", "2x"]) == EXIT_OK
+    assert "| fast | 2x |" in (tmp_path / "benchmarks" / "results" / "fast.md").read_text()
+    capsys.readouterr()
     assert main(["bench", "--root", root, "--quiet"]) == EXIT_FAILED  # broken.py exits 3
     assert main(["bench", "nope", "--root", root]) == EXIT_USAGE
     assert main(["bench", "broken", "--root", root, "--show"]) == EXIT_OK
