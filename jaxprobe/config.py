@@ -229,6 +229,14 @@ class Config:
         return Config(sections, {}, self.path)
 
 
+def _memory_bytes() -> float:
+    """Physical memory of this machine (inf where it cannot be read)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return math.inf
+
+
 def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
     """Read and validate a TOML file; ``sweep=True`` requires a ``[sweep.grid]`` table."""
     path = os.fspath(path)
@@ -359,6 +367,9 @@ def _check_meaning(sections, grid, fail) -> None:
                 raise fail(section, "path", "must end in .npz or .msgpack (pickle files are never loaded)")
             if model.get("output") is None:
                 raise fail(section, "output", f"a saved network needs output = one of {', '.join(OUTPUTS)}")
+            if not os.path.isfile(model["path"]) or not os.access(model["path"], os.R_OK):
+                raise fail(section, "path", f"{model['path']!r} is not a readable file (paths are relative to the "
+                                            f"folder jaxprobe runs in, {os.getcwd()})")
     probe = sections["probe"]
     for probe_type in values("probe.type"):
         if probe_type == "model_contrast" and "compare" not in sections:
@@ -380,6 +391,22 @@ def _check_meaning(sections, grid, fail) -> None:
         if kind in TREE_KINDS and any(make_kernel(s).uses_gradient for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
                                         "model, or sampler name = \"rwmh\"")
+    dataset = datasets.load(data["name"])
+    names = [feature.name for feature in dataset.features]
+    unknown = [name for name in sections["constraints"]["fixed"] if name not in names]
+    if unknown:
+        raise fail("constraints", "fixed", f"no feature(s) {unknown} in {data['name']!r}; its features are {names}")
+    # Memory the kept draws take on the host (positions, float32): refuse what cannot fit, before sampling.
+    for chains in values("sampler.num_chains"):
+        for draws in values("sampler.num_samples"):
+            if chains is None or draws is None:
+                continue
+            # float32 positions and log density, kept on the host and written once more in original units
+            needed = 2 * 4.0 * chains * draws * (dataset.x.shape[1] + 1)
+            if needed > _memory_bytes():
+                raise fail("sampler", "num_chains", f"{chains} chains x {draws} draws need about {needed / 2**30:.3g} "
+                                                    f"GiB for the draws alone, more than this machine's "
+                                                    f"{_memory_bytes() / 2**30:.3g} GiB")
     if sections["constraints"]["fixed"] and "localize" not in sections:
         raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
                                            "section with anchor = <row of the test split>")

@@ -303,3 +303,22 @@ def test_sweep_examples_as_shipped_converge(name, tmp_path):
                        "--strict"])
     assert status == EXIT_OK
     assert all(row["status"] == "ok" for row in read_table(tmp_path / "out" / "results.csv"))
+
+
+def test_validate_catches_what_run_would_reject(tmp_path, capsys):
+    """Before anything is sampled: a saved network that is not there, an unknown feature name, a size that
+    cannot fit in memory (10^11 chains used to pass validate and then hang in run)."""
+    base = open(os.path.join(EXAMPLES, "counterfactual.toml")).read()
+    cases = {
+        "missing_model": (base.replace('kind = "logistic_regression"', 'path = "nowhere.npz"\noutput = "softmax"'),
+                          "is not a readable file"),
+        "unknown_feature": (base.replace('fixed = ["race", "maritl"]', 'fixed = ["race", "colour"]'),
+                            "no feature(s) ['colour']"),
+        "too_big": (base.replace("num_chains = 128", "num_chains = 100000000000"), "GiB for the draws alone"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        for command in ("validate", "run"):
+            assert main([command, str(path), "--quiet"]) == EXIT_USAGE, (name, command)
+            assert message in capsys.readouterr().err, (name, command)
