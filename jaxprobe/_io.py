@@ -24,7 +24,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: b
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".partial")
+    # ".<name>.<random>.partial": a write killed by SIGKILL leaves this behind, recognisably ours
+    # (jaxprobe.engine.api.remove_stale_partials clears a checkpoint's on resume).
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".partial")
     try:
         with os.fdopen(handle, "wb" if binary else "w") as stream:
             write(stream)

@@ -88,7 +88,12 @@ def _run(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=False)
     out = arguments.out or config.sections["output"]["dir"]
     _check_output_folder(out)
-    summary = run_config(config, out=out, progress=not arguments.quiet)
+    try:
+        summary = run_config(config, out=out, progress=not arguments.quiet)
+    except KeyboardInterrupt:
+        print(f"jaxprobe run: interrupted; the draws so far are in {out}/checkpoint.npz: run the same command "
+              "again to resume", file=sys.stderr)
+        raise
     answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
     number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
     _say(arguments, f"{summary['probe']} on {summary['data']}: {summary['num_chains']} chains x "

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxprobe
-from jaxprobe.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, find_benchmarks, main
+from jaxprobe.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, find_benchmarks, main
 from jaxprobe.sweeps import read_table
 from jaxprobe.sweeps.from_config import dense_apply, load_network
 
@@ -322,3 +322,35 @@ def test_validate_catches_what_run_would_reject(tmp_path, capsys):
         for command in ("validate", "run"):
             assert main([command, str(path), "--quiet"]) == EXIT_USAGE, (name, command)
             assert message in capsys.readouterr().err, (name, command)
+
+
+@pytest.mark.slow
+def test_run_is_checkpointed_and_resumes_after_an_interruption(tmp_path, monkeypatch, capsys):
+    """jaxprobe run checkpoints into its output folder by default: Ctrl-C exits 130 saying how to resume, the
+    same command resumes and gives the uninterrupted run's draws, and nothing is left behind afterwards."""
+    from jaxprobe.engine import api
+
+    config = _small("prediction_risky.toml", tmp_path, chains=16, samples=40, warmup=20,
+                    extra={'name = "smc"': 'name = "mala"'})
+    assert main(["run", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
+    original, calls = api._run_chunk, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_run_chunk", interrupted)
+    out = tmp_path / "resumed"
+    assert main(["run", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
+    assert "run the same command again to resume" in capsys.readouterr().err
+    assert (out / "checkpoint.npz").exists()
+    monkeypatch.setattr(api, "_run_chunk", original)
+    assert main(["run", config, "--out", str(out)]) == EXIT_OK
+    assert f"resuming from {out / 'checkpoint.npz'}" in capsys.readouterr().out
+    whole = jaxprobe.Samples.load(tmp_path / "whole" / "samples.npz")
+    resumed = jaxprobe.Samples.load(out / "samples.npz")
+    np.testing.assert_array_equal(resumed.positions, whole.positions)
+    assert sorted(p.name for p in out.iterdir()) == ["features.png", "samples.npz", "samples_original_units.npz",
+                                                     "summary.json"]

@@ -343,11 +343,14 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
     with pytest.raises(KeyboardInterrupt):
         jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
     monkeypatch.setattr(api, "_run_chunk", original)
-    with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file
-        assert data["draws.position"].shape[0] == 10
-    assert [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+    with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file, one file per chunk
+        assert int(data["num_draws_saved"]) == 10
+    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == ["000000000000.npz", "000000000005.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.draws"]  # no temporary files
+    (tmp_path / ".run.npz.x1y2.partial").write_bytes(b"a write killed by SIGKILL")  # cleared on resume
 
     resumed = jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
     np.testing.assert_array_equal(resumed.positions, reference.positions)
     np.testing.assert_array_equal(resumed.logdensity, reference.logdensity)
     np.testing.assert_array_equal(resumed.num_gradient_evaluations, reference.num_gradient_evaluations)

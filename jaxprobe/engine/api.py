@@ -267,7 +267,8 @@ def _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_
 
 def compiled_program_count() -> int:
     """How many programs the engine's jitted pieces hold (grows by the programs a call compiled)."""
-    return sum(function._cache_size() for function in (_init, _run_chunk, _warmup_chunk, _chees_warmup))
+    return sum(getattr(function, "_cache_size", lambda: 0)()  # a wrapped (test-patched) piece counts 0
+               for function in (_init, _run_chunk, _warmup_chunk, _chees_warmup))
 
 
 class _Difference:
@@ -547,6 +548,7 @@ def sample(
         else:
             state, saved_positions, saved_logdensity, stats_sum = resumed
             draws.append(saved_positions, saved_logdensity)
+            draws.saved = draws.count
             bar.update(num_warmup + draws.count * thin, float("nan"), "resumed")
         draws_per_chunk = chunk_size or max(1, math.ceil(num_samples / 20))
         # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
@@ -654,6 +656,7 @@ class _HostDraws:
         self.position = np.empty((num_samples, num_chains, dim), dtype)
         self.logdensity = np.empty((num_samples, num_chains), dtype)
         self.count = 0
+        self.saved = 0  # draws already in the checkpoint's draws folder
 
     def append(self, positions: np.ndarray, logdensity: np.ndarray) -> None:
         end = self.count + len(positions)
@@ -669,14 +672,33 @@ def _new_trace(num_draws: int, num_chains: int, dim: int, dtype: Any, sharding: 
                       jnp.zeros((num_draws, num_chains), dtype, device=draw_sharding))
 
 
+def _draws_folder(path: str) -> str:
+    """Where a checkpoint keeps its draws: one file per chunk beside the state file."""
+    return os.fspath(path) + ".draws"
+
+
 def _save_checkpoint(path, run_id, state, draws, stats_sum) -> None:
-    """Write draws so far, their statistics and the engine state atomically (arrays + JSON, no pickle)."""
+    """Write what is new since the last checkpoint, atomically (arrays + JSON, no pickle).
+
+    The draws of the chunks since the last save go to ONE new file in ``<path>.draws/`` (named by the index
+    of its first draw); then the state file (engine state, statistics, header, the number of draws saved) is
+    replaced. A run killed between the two resumes from the previous state file and ignores the newer draws
+    file, which the next save overwrites. Cost per chunk: that chunk's draws, not the whole history.
+    """
+    path = os.fspath(path)
+    if draws.count > draws.saved:
+        folder = _draws_folder(path)
+        os.makedirs(folder, exist_ok=True)
+        start, end = draws.saved, draws.count
+        atomic_write(os.path.join(folder, f"{start:012d}.npz"),
+                     lambda stream: np.savez(stream, position=draws.position[start:end],
+                                             logdensity=draws.logdensity[start:end]))
+        draws.saved = end
     arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
     arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
     arrays["step"] = _to_host(state.step)
-    if draws.count:
-        arrays["draws.position"] = draws.position[:draws.count]
-        arrays["draws.logdensity"] = draws.logdensity[:draws.count]
+    arrays["num_draws_saved"] = np.asarray(draws.saved)
+    if stats_sum is not None:
         arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
     arrays["header"] = np.asarray(json.dumps(run_id))
     atomic_write(path, lambda stream: np.savez(stream, **arrays))
@@ -685,6 +707,7 @@ def _save_checkpoint(path, run_id, state, draws, stats_sum) -> None:
 def _load_checkpoint(path, run_id, template_state, sharding):
     """Restore (state, draws, stats) from ``path`` if it exists and belongs to this run."""
     path = os.fspath(path)
+    remove_stale_partials(path)
     if not os.path.exists(path):
         return None
     with np.load(path, allow_pickle=False) as data:
@@ -697,16 +720,37 @@ def _load_checkpoint(path, run_id, template_state, sharding):
             name: _to_device(data[f"state.{name}"], sharding) for name in template_state.kernel_state._fields})
         parameters = {name: _to_device(data[f"param.{name}"], sharding) for name in template_state.parameters}
         state = core.EngineState(kernel_state, parameters, jnp.asarray(data["step"]))
-        if "draws.position" in data.files:
-            saved_positions, saved_logdensity = data["draws.position"], data["draws.logdensity"]
-            stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS}
-        else:
-            saved_positions, saved_logdensity, stats_sum = None, None, None
-    if saved_positions is None:
-        template = template_state.kernel_state
-        saved_positions = np.empty((0,) + tuple(template.position.shape), template.position.dtype)
-        saved_logdensity = np.empty((0,) + tuple(template.logdensity.shape), template.logdensity.dtype)
-    return state, saved_positions, saved_logdensity, stats_sum
+        count = int(data["num_draws_saved"])
+        stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS} if count else None
+    template = template_state.kernel_state
+    positions = [np.empty((0,) + tuple(template.position.shape), template.position.dtype)]
+    logdensities = [np.empty((0,) + tuple(template.logdensity.shape), template.logdensity.dtype)]
+    folder = _draws_folder(path)
+    loaded = 0
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if not name.endswith(".npz") or loaded >= count:
+            continue
+        if int(name[:-4]) != loaded:
+            raise ValueError(f"checkpoint {path!r}: draws file {name} does not follow draw {loaded}: the draws "
+                             f"folder {folder} was changed by hand")
+        with np.load(os.path.join(folder, name), allow_pickle=False) as chunk:
+            positions.append(chunk["position"])
+            logdensities.append(chunk["logdensity"])
+        loaded += len(positions[-1])
+    if loaded != count:
+        raise ValueError(f"checkpoint {path!r} records {count} draws but {folder} holds {loaded}")
+    return state, np.concatenate(positions), np.concatenate(logdensities), stats_sum
+
+
+def remove_stale_partials(path: str | os.PathLike) -> None:
+    """Remove temporary files a killed write left beside ``path`` and in its draws folder (``.*.partial``)."""
+    path = os.fspath(path)
+    for folder, prefix in ((os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path)),
+                           (_draws_folder(path), ".")):
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                if name.startswith(prefix) and name.endswith(".partial"):
+                    os.unlink(os.path.join(folder, name))
 
 
 def _collect(pending, draws, stats_sum, bar, free_buffers):

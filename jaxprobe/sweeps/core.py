@@ -371,6 +371,7 @@ def sweep(
     devices: Any = None,
     dtype: Any = jnp.float32,
     convergence: str = "warn",
+    checkpoint: str | os.PathLike | None = None,
 ) -> SweepResult:
     """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
 
@@ -424,6 +425,9 @@ def sweep(
         row per cell; ``cells/<id>.npz`` samples and ``cells/<id>.json`` rows, all
         written atomically after each batch. Running the same sweep again skips
         the finished cells found there (resume); cells that failed are retried.
+    checkpoint
+        For a one-cell sweep: a ``.npz`` path for :func:`jaxprobe.sample`'s checkpoint (resume an
+        interrupted single run). Several cells resume from ``out`` instead.
     convergence
         ``"warn"`` (default): one :class:`jaxprobe.ConvergenceWarning` naming the cells
         whose verdict failed (their status is ``"unconverged"``, the ``problems``
@@ -445,6 +449,9 @@ def sweep(
     """
     started = time.perf_counter()
     check_policy(convergence)
+    if checkpoint is not None and len(cells_of(grid)) != 1:
+        raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
+                         "several cells resumes from out= instead")
     rng_key = canonicalize_key(rng_key)
     cells = cells_of(grid)
     axes = classify_axes(cells, static)
@@ -555,7 +562,7 @@ def sweep(
                     row, cell_samples = _single_run(
                         rng_key, build_probe, probe_params, batched_probe_axes, cells[index], defaults, settings,
                         prior, constraints, dim, sampler_options, dtype, devices, ids[index], index, group_number,
-                        progress and bar is None)
+                        progress and bar is None, checkpoint)
                 except _SweepUsageError as error:
                     raise ValueError(str(error)) from None
                 except Exception as error:  # noqa: BLE001 - recorded per cell, the sweep goes on
@@ -855,7 +862,7 @@ def _probe_values_program(probe_fn):
 
 
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
-                sampler_options, dtype, devices, identifier, index, group, progress):
+                sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None):
     """One cell as ONE run of its question through :func:`jaxprobe.generate.answer` (what generate does).
 
     Batched probe parameters are handed to ``build_probe`` as JAX scalars of the dtype the batched program
@@ -877,7 +884,8 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                      step_size=value("step_size") if settings["fixed_step_size"] else None,
                      step_size_mode=settings["step_size_mode"],
                      target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
-                     devices=devices, progress=progress, report="relaxed", convergence="ignore")
+                     devices=devices, progress=progress, report="relaxed", convergence="ignore",
+                     checkpoint=checkpoint)
     seconds = time.perf_counter() - tick
     probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
     one = {"positions": samples.positions[None], "probe": probe[None]}

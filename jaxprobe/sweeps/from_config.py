@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import warnings
 from typing import Any
@@ -399,11 +400,16 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     prepared = Prepared(config)
     _check_values(prepared, config, {})
     sampler = config.sections["sampler"]
+    # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again
+    # (one file per chunk of draws); the checkpoint is removed once the results are written.
+    checkpoint = os.path.join(out, "checkpoint.npz")
+    if os.path.exists(checkpoint) and progress:
+        print(f"resuming from {checkpoint}")
     result = sweep(sampler["seed"], lambda: build_problem(prepared, config.sections, {}),
                    {"temperature": [sampler["temperature"]]}, sampler=sampler["name"], step_size=sampler["step_size"],
                    num_chains=sampler["num_chains"], num_samples=sampler["num_samples"],
                    num_warmup=sampler["num_warmup"], thin=sampler["thin"], step_size_mode=sampler["step_size_mode"],
-                   progress=progress, seed=0, convergence="ignore")
+                   progress=progress, seed=0, convergence="ignore", checkpoint=checkpoint)
     row = result.rows[0]
     if row["status"] not in FINISHED:
         raise RuntimeError(f"the run failed: {row['error']}")
@@ -418,6 +424,9 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     summary["seconds"] = time.perf_counter() - started
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
                  binary=False)
+    shutil.rmtree(checkpoint + ".draws", ignore_errors=True)  # the results are on file: the checkpoint is spent
+    if os.path.exists(checkpoint):
+        os.unlink(checkpoint)
     if config.sections["output"]["plots"]:
         from jaxprobe.plots.tabular import feature_distributions
 

@@ -1,0 +1,105 @@
+"""Checkpoint overhead: ``sample(checkpoint=...)`` against the same run without, side by side in one process.
+
+The run of the issue that measured 4.7× (11.2 s → 53.1 s, a 1.3 GB file): 4096 chains × 20,000 kept draws of a
+3-D standard normal with MALA (fixed step size, 100 burn-in steps, the default 20 chunks). A checkpoint writes,
+after every chunk, that chunk's draws to one new file and the engine state to a small one; before, it rewrote
+every draw so far each time (quadratic in the run's length). Target: ≤ 1.1×.
+
+    PYTHONPATH=. python benchmarks/checkpoint.py            # the full size, about 2 minutes on 2 cores
+    PYTHONPATH=. python benchmarks/checkpoint.py --quick    # 512 x 2000, into a scratch folder
+
+Writes ``results/checkpoint.{json,md}`` (or ``$JAXPROBE_BENCH_RESULTS``; ``--quick`` to a scratch folder
+unless ``--record``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxprobe
+from jaxprobe._io import atomic_write
+
+# `jaxprobe bench` points this at a scratch folder unless --record is given.
+RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
+           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+
+
+def standard_normal(x):
+    return -0.5 * jnp.sum(x**2)
+
+
+def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tuple[float, int]:
+    init = np.asarray(jax.random.normal(jax.random.key(0), (num_chains, 3)), np.float32)
+    tick = time.perf_counter()
+    jaxprobe.sample(1, standard_normal, init, sampler="mala", num_samples=num_samples, num_warmup=100,
+                    step_size=0.5, progress=False, checkpoint=checkpoint, convergence="ignore")
+    seconds = time.perf_counter() - tick
+    size = 0
+    if checkpoint is not None:
+        size = os.path.getsize(checkpoint) + sum(
+            os.path.getsize(os.path.join(checkpoint + ".draws", name)) for name in os.listdir(checkpoint + ".draws"))
+    return seconds, size
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="512 chains x 2000 draws, into a scratch folder")
+    parser.add_argument("--record", action="store_true", help="with --quick: write into the results folder anyway")
+    parser.add_argument("--repetitions", type=int, default=3)
+    arguments = parser.parse_args(argv)
+    num_chains, num_samples = (512, 2000) if arguments.quick else (4096, 20000)
+    out = tempfile.mkdtemp(prefix="checkpoint-bench-") if arguments.quick and not arguments.record else RESULTS
+    scratch = tempfile.mkdtemp(prefix="checkpoint-files-")
+    timed_run(num_chains, 10, None)  # compile the chunk programs of this chain count
+    plain, checkpointed, sizes = [], [], []
+    try:
+        for repetition in range(arguments.repetitions):  # alternate, so drifts of the machine hit both
+            plain.append(timed_run(num_chains, num_samples, None)[0])
+            path = os.path.join(scratch, f"run{repetition}.npz")
+            seconds, size = timed_run(num_chains, num_samples, path)
+            checkpointed.append(seconds)
+            sizes.append(size)
+            print(f"repetition {repetition}: plain {plain[-1]:.2f} s, checkpointed {seconds:.2f} s "
+                  f"({size / 2**20:.0f} MiB on disk)")
+            shutil.rmtree(path + ".draws", ignore_errors=True)
+            os.unlink(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    ratio = min(checkpointed) / min(plain)
+    result = {
+        "command": "PYTHONPATH=. python benchmarks/checkpoint.py" + (" --quick" if arguments.quick else ""),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
+        "jax": jax.__version__, "num_chains": num_chains, "num_samples": num_samples, "dim": 3,
+        "plain_seconds": plain, "checkpoint_seconds": checkpointed, "checkpoint_bytes": sizes[-1],
+        "ratio_of_minimum_times": ratio, "target": 1.1, "load_average": os.getloadavg(),
+    }
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, "checkpoint.json"), lambda s: s.write(json.dumps(result, indent=1)), binary=False)
+    table = (f"# Checkpoint overhead\n\nCommand: `{result['command']}`; {result['date']}; {result['machine']}; "
+             f"jax {result['jax']}; load average at the end {tuple(round(v, 1) for v in result['load_average'])}.\n\n"
+             f"{num_chains} chains x {num_samples} kept draws of a 3-D standard normal (MALA, fixed step, 20 "
+             f"chunks), {arguments.repetitions} alternating repetitions, minimum times.\n\n"
+             "| run | time (s) | on disk |\n| --- | ---: | ---: |\n"
+             f"| no checkpoint | {min(plain):.2f} | – |\n"
+             f"| checkpoint (one file per chunk) | {min(checkpointed):.2f} | {sizes[-1] / 2**20:.0f} MiB |\n\n"
+             f"Ratio {ratio:.2f} (target ≤ 1.10; before: 4.7×, 11.2 s → 53.1 s, rewriting every draw each chunk).\n")
+    atomic_write(os.path.join(out, "checkpoint.md"), lambda s: s.write(table), binary=False)
+    print(table)
+    print(f"wrote {out}/checkpoint.json and checkpoint.md")
+    return result
+
+
+if __name__ == "__main__":
+    main()
