@@ -536,6 +536,7 @@ def sample(
                       inverse_mass_matrix=None if inverse_mass_matrix is None else _fingerprint(inverse_mass_matrix),
                       target=_target_fingerprint(flat_logdensity, layout.dim, dtype))
     resumed = _load_checkpoint(checkpoint, run_id, state, sharding) if checkpoint is not None else None
+    writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
     try:
         # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
         draws = _HostDraws(num_samples, num_chains, layout.dim, dtype)
@@ -543,8 +544,8 @@ def sample(
             state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
                                 target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
             stats_sum = None
-            if checkpoint is not None:
-                _save_checkpoint(checkpoint, run_id, state, draws, stats_sum)
+            if writer is not None:
+                writer.save(run_id, state, draws, stats_sum)
         else:
             state, saved_positions, saved_logdensity, stats_sum = resumed
             draws.append(saved_positions, saved_logdensity)
@@ -561,15 +562,28 @@ def sample(
                                              buffers.pop())
             if pending is not None:  # copy the previous chunk out while this one computes
                 stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
-            pending = (trace, stats, num_draws * thin)
-            if checkpoint is not None:  # the state on file must match the draws on file: collect now
-                stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
-                pending = None
-                _save_checkpoint(checkpoint, run_id, state, draws, stats_sum)
+                if writer is not None:  # that chunk's draws with the state after it: a consistent checkpoint,
+                    writer.save(run_id, pending[3], draws, stats_sum)  # written while this chunk samples
+            pending = (trace, stats, num_draws * thin, state)
         if pending is not None:
             stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
+            if writer is not None:
+                writer.save(run_id, pending[3], draws, stats_sum)
+            pending = None
+    except BaseException:
+        # Interrupted (Ctrl-C) while a chunk was in flight: that chunk was dispatched whole, so keep it too
+        # (waits for it to finish), then stop. An error of the computation itself is the one raised.
+        if writer is not None and pending is not None:
+            try:
+                stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
+                writer.save(run_id, pending[3], draws, stats_sum)
+            except Exception:  # noqa: BLE001 - the original exception is re-raised below
+                pass
+        raise
     finally:
         bar.close()
+        if writer is not None:
+            writer.close()
 
     # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
     positions_host = np.swapaxes(draws.position, 0, 1)
@@ -677,27 +691,66 @@ def _draws_folder(path: str) -> str:
     return os.fspath(path) + ".draws"
 
 
-def _save_checkpoint(path, run_id, state, draws, stats_sum) -> None:
+class _CheckpointWriter:
+    """Writes checkpoints in a background thread, so that writing a chunk's draws overlaps the next chunk's
+    sampling (measured: 4096 chains x 20,000 draws, 1.25 GB on disk, cost 1.41x written in line).
+
+    Each :meth:`save` queues what is new since the last one (see :func:`_save_checkpoint`): one worker thread
+    writes the saves in order, so the files on disk are always a complete earlier state, and sampling never
+    waits for the disk (the queued draws are rows of the run's host arrays, no copies). A failed write is
+    re-raised by the next :meth:`save` or by :meth:`close`, which waits for the queue.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.path = os.fspath(path)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxprobe-checkpoint")
+        self.futures = []
+
+    def _raise_failures(self) -> None:
+        done = [future for future in self.futures if future.done()]
+        self.futures = [future for future in self.futures if not future.done()]
+        for future in done:
+            future.result()
+
+    def save(self, run_id, state, draws, stats_sum) -> None:
+        self._raise_failures()
+        start, end = draws.saved, draws.count
+        new_draws = (draws.position[start:end], draws.logdensity[start:end]) if end > start else None
+        draws.saved = end  # those rows are never written again by the sampler: safe to read in the thread
+        stats = None if stats_sum is None else dict(stats_sum)
+        self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, state, start, new_draws, end,
+                                                 stats))
+
+    def close(self) -> None:
+        try:
+            for future in self.futures:
+                future.result()
+        finally:
+            self.futures = []
+            self.executor.shutdown(wait=True)
+
+
+def _save_checkpoint(path, run_id, state, start, new_draws, count, stats_sum) -> None:
     """Write what is new since the last checkpoint, atomically (arrays + JSON, no pickle).
 
-    The draws of the chunks since the last save go to ONE new file in ``<path>.draws/`` (named by the index
-    of its first draw); then the state file (engine state, statistics, header, the number of draws saved) is
-    replaced. A run killed between the two resumes from the previous state file and ignores the newer draws
-    file, which the next save overwrites. Cost per chunk: that chunk's draws, not the whole history.
+    The draws since the last save (``new_draws``: positions and log densities from draw ``start``) go to ONE
+    new file in ``<path>.draws/`` named by ``start``; then the state file (engine state, statistics, header,
+    ``count`` = draws saved) is replaced. A run killed between the two resumes from the previous state file
+    and ignores the newer draws file, which the next save overwrites. Cost per chunk: that chunk's draws, not
+    the whole history.
     """
     path = os.fspath(path)
-    if draws.count > draws.saved:
+    if new_draws is not None:
         folder = _draws_folder(path)
         os.makedirs(folder, exist_ok=True)
-        start, end = draws.saved, draws.count
         atomic_write(os.path.join(folder, f"{start:012d}.npz"),
-                     lambda stream: np.savez(stream, position=draws.position[start:end],
-                                             logdensity=draws.logdensity[start:end]))
-        draws.saved = end
+                     lambda stream: np.savez(stream, position=new_draws[0], logdensity=new_draws[1]))
     arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
     arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
     arrays["step"] = _to_host(state.step)
-    arrays["num_draws_saved"] = np.asarray(draws.saved)
+    arrays["num_draws_saved"] = np.asarray(count)
     if stats_sum is not None:
         arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
     arrays["header"] = np.asarray(json.dumps(run_id))
@@ -755,7 +808,7 @@ def remove_stale_partials(path: str | os.PathLike) -> None:
 
 def _collect(pending, draws, stats_sum, bar, free_buffers):
     """Copy a finished chunk's draws into ``draws`` and hand its device buffers back for reuse."""
-    trace, stats, steps = pending
+    trace, stats, steps = pending[:3]
     draws.append(_to_host(trace.position), _to_host(trace.logdensity))
     free_buffers.setdefault(trace.position.shape[0], []).append(trace)
     host = {name: _to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)

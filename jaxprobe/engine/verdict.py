@@ -132,6 +132,7 @@ SPREAD_GROWTH = 2.0
 MIN_DRAWS_FOR_RHAT = 4
 MIN_DRAWS_FOR_DIFFUSION = 16
 MIN_CHAINS_FOR_SPREAD = 16
+MAX_DIAGNOSTIC_VALUES = 2**21  # draws per coordinate that R-hat, ESS and drift look at (see assess)
 DEFAULT_MAX_COORDINATES = 64
 _FLAT_TOLERANCE = 1e-6
 
@@ -444,17 +445,29 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
         raise ValueError(f"min_ess must be >= 0, got {min_ess!r}")
     default_rhat, min_ess = default_thresholds(num_chains, None if min_ess is None else float(min_ess))
     rhat_threshold = default_rhat if rhat_threshold is None else float(rhat_threshold)
-    columns = _Columns(samples.positions, num_chains, num_draws)
     start_at_target = bool(getattr(samples, "chains_start_at_target", False))
     problems: list[str] = []
     notes: list[str] = []
+    all_draws = num_draws
+    transitions = num_chains * num_draws * max(int(getattr(samples, "thin", 1) or 1), 1)
+    positions = samples.positions
+    # Memory stays bounded for long runs (4096 chains x 20,000 draws took 24 GB in rank normalization): the
+    # statistics use every stride-th draw, at most MAX_DIAGNOSTIC_VALUES per coordinate. An ESS of a subset
+    # is a lower bound of the run's, so the verdict only errs on the side of caution.
+    stride = max(1, math.ceil(num_chains * num_draws / MAX_DIAGNOSTIC_VALUES))
+    if stride > 1:
+        positions = jax.tree.map(lambda leaf: np.asarray(leaf)[:, ::stride], positions)
+        logdensity = logdensity[:, ::stride]
+        num_draws = logdensity.shape[1]
+        notes.append(f"R-hat, ESS and drift use every {stride}-th draw ({num_draws} of {all_draws} per chain, "
+                     "to bound memory): the ESS counts those draws only, a lower bound")
+    columns = _Columns(positions, num_chains, num_draws)
 
     acceptance = np.asarray(samples.acceptance_rate, np.float64).reshape(-1)
     num_frozen = int(np.sum(acceptance == 0.0))
     divergent_per_chain = np.asarray(samples.num_divergent).reshape(-1)
     num_divergent = int(np.sum(divergent_per_chain))
     num_nonfinite = int(np.sum(np.asarray(samples.num_nonfinite)))
-    transitions = num_chains * num_draws * max(int(getattr(samples, "thin", 1) or 1), 1)
     nonfinite_fraction = num_nonfinite / transitions if transitions else 0.0
 
     # Non-finite kept draws and the largest |x| late in the run, over every coordinate.
@@ -576,7 +589,7 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
         drifting=drifting,
         checks_rhat=checks_rhat,
         num_chains=num_chains,
-        num_draws=num_draws,
+        num_draws=all_draws,
         nonfinite_fraction=float(nonfinite_fraction),
         num_coordinates_checked=int(indices.size),
         worst_rhat_coordinate=worst_rhat,
