@@ -371,7 +371,10 @@ def reconstruct(
     >>> result = reconstruct(0, truth.bayes_classifier(), truth.prior(), num_chains=256)
     >>> result.class_draws(0).shape     # (256, 500, 2): draws of p̂(x | y = 0) = N(μ_0, I)
     """
-    return reconstruct_many(rng_key, [(model, prior)], num_chains=num_chains, num_samples=num_samples,
-                            num_warmup=num_warmup, sampler=sampler, thin=thin, temperature=temperature,
-                            whiten=whiten, num_candidates=num_candidates, dtype=dtype, progress=progress,
-                            **sample_options)[0]
+    convergence = check_policy(sample_options.pop("convergence", "warn"))
+    result = reconstruct_many(rng_key, [(model, prior)], num_chains=num_chains, num_samples=num_samples,
+                              num_warmup=num_warmup, sampler=sampler, thin=thin, temperature=temperature,
+                              whiten=whiten, num_candidates=num_candidates, dtype=dtype, progress=progress,
+                              convergence="ignore", **sample_options)[0]
+    verdict_report(result.samples.verdict, convergence, stacklevel=2)  # the warning points at the caller's line
+    return result
