@@ -345,7 +345,9 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
     monkeypatch.setattr(api, "_run_chunk", original)
     with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file, one file per chunk
         assert int(data["num_draws_saved"]) == 10
-    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == ["000000000000.npz", "000000000005.npz"]
+    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == [
+        "000000000000.logdensity.npy", "000000000000.position.npy", "000000000005.logdensity.npy",
+        "000000000005.position.npy"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.draws"]  # no temporary files
     (tmp_path / ".run.npz.x1y2.partial").write_bytes(b"a write killed by SIGKILL")  # cleared on resume
 

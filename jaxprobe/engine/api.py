@@ -448,8 +448,9 @@ def sample(
         Extra kernel options, e.g. ``{"num_integration_steps": 20}`` for hmc,
         ``{"max_num_doublings": 8}`` for nuts.
     checkpoint
-        A ``.npz`` path. After warmup and after every chunk the draws so far and
-        the engine state are written there atomically; calling ``sample`` again
+        A ``.npz`` path. After warmup and after every chunk, the engine state is
+        written there and that chunk's draws beside it (``<path>.draws/<first
+        draw>.{position,logdensity}.npy``), each file atomically; calling ``sample`` again
         with the same arguments and path resumes from the last chunk and gives
         the same draws as an uninterrupted run (a finished checkpoint returns at
         once). Arguments that differ from the checkpoint's raise ``ValueError``.
@@ -621,7 +622,7 @@ def sample(
 
 
 _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
-_CHECKPOINT_VERSION = 2  # 2: the identity includes the target, initial positions and inverse mass matrix
+_CHECKPOINT_VERSION = 3  # 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files
 
 
 def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
@@ -745,8 +746,12 @@ def _save_checkpoint(path, run_id, state, start, new_draws, count, stats_sum) ->
     if new_draws is not None:
         folder = _draws_folder(path)
         os.makedirs(folder, exist_ok=True)
-        atomic_write(os.path.join(folder, f"{start:012d}.npz"),
-                     lambda stream: np.savez(stream, position=new_draws[0], logdensity=new_draws[1]))
+        # Plain .npy, not .npz: np.savez's zip CRC costs 14x the write itself (1.25 GB: 3.1 s vs 0.22 s).
+        # The log densities first: a chunk counts once its positions file exists (written last).
+        atomic_write(os.path.join(folder, f"{start:012d}.logdensity.npy"),
+                     lambda stream: np.save(stream, new_draws[1], allow_pickle=False))
+        atomic_write(os.path.join(folder, f"{start:012d}.position.npy"),
+                     lambda stream: np.save(stream, new_draws[0], allow_pickle=False))
     arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
     arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
     arrays["step"] = _to_host(state.step)
@@ -781,14 +786,16 @@ def _load_checkpoint(path, run_id, template_state, sharding):
     folder = _draws_folder(path)
     loaded = 0
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if not name.endswith(".npz") or loaded >= count:
+        if not name.endswith(".position.npy") or loaded >= count:
             continue
-        if int(name[:-4]) != loaded:
+        start = name[:-len(".position.npy")]
+        if int(start) != loaded:
             raise ValueError(f"checkpoint {path!r}: draws file {name} does not follow draw {loaded}: the draws "
                              f"folder {folder} was changed by hand")
-        with np.load(os.path.join(folder, name), allow_pickle=False) as chunk:
-            positions.append(chunk["position"])
-            logdensities.append(chunk["logdensity"])
+        positions.append(np.load(os.path.join(folder, name), allow_pickle=False))
+        logdensities.append(np.load(os.path.join(folder, f"{start}.logdensity.npy"), allow_pickle=False))
+        if len(logdensities[-1]) != len(positions[-1]):
+            raise ValueError(f"checkpoint {path!r}: draws files from {start} differ in length")
         loaded += len(positions[-1])
     if loaded != count:
         raise ValueError(f"checkpoint {path!r} records {count} draws but {folder} holds {loaded}")
