@@ -51,7 +51,9 @@ def _demo(arguments: argparse.Namespace) -> int:
     result = run_demo(arguments.out, seed=arguments.seed, num_chains=arguments.chains,
                       num_samples=arguments.samples, num_warmup=arguments.warmup,
                       temperature=arguments.temperature, sampler=arguments.sampler,
-                      progress=not arguments.no_progress)
+                      progress=not arguments.quiet)
+    if arguments.quiet:
+        return EXIT_OK
     probe = result["probe_output"]
     print(f"\nTrained MLP on breast_cancer: test accuracy {result['test_accuracy']:.3f}")
     print(f"Sampled {result['num_chains']} chains x {result['num_samples_per_chain']} draws with "
@@ -233,7 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--warmup", type=int, default=400)
     demo.add_argument("--temperature", type=float, default=0.01)
     demo.add_argument("--sampler", default="chees", help="mala, hmc, nuts, rwmh or chees (default)")
-    demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar or messages (the results are on file)")
+    # The spelling before --quiet was shared by every subcommand; still accepted, not advertised.
+    demo.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("run", help="run one probe described in a TOML file (see examples/)")

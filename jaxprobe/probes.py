@@ -82,6 +82,9 @@ class Probe:
                 raise TypeError(f"a probe can only be multiplied by a real scalar, got a traced "
                                 f"{jnp.result_type(scale)} of shape {jnp.shape(scale)}")
             return Probe(lambda x: scale * self.fn(x), f"(traced) * {self.name}")
+        if isinstance(scale, (jax.Array, np.ndarray, np.generic)) and np.shape(scale) == () \
+                and np.dtype(scale.dtype).kind in "iuf":  # a concrete 0-d array, e.g. a one-cell sweep's weight
+            scale = scale.item()
         if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
             raise TypeError(f"a probe can only be multiplied by a real number, got {type(scale).__name__}")
         scale = float(scale)

@@ -84,8 +84,9 @@ def test_cli_demo_writes_samples_summary_and_plot(tmp_path, capsys):
 
     out = tmp_path / "demo"
     code = main(["demo", "--out", str(out), "--chains", "32", "--samples", "60", "--warmup", "150",
-                 "--no-progress"])
+                 "--quiet"])
     assert code == 0
+    assert capsys.readouterr().out == ""  # --quiet: no progress bar or messages, as in run, sweep and validate
     assert sorted(p.name for p in out.iterdir()) == ["plot.png", "samples.npz", "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["num_chains"] == 32 and summary["num_samples_per_chain"] == 60

@@ -1,0 +1,174 @@
+"""Every example config through the command line, checked against the Python API: the same question, composed by
+hand from public functions (probes, priors, constraints.from_dataset, generate), with the same key gives the same
+draws, the same files in original units and the same reported answer. Small sizes; slow (each run compiles).
+
+Only the fitted models come from the config's own preparation (``Prepared``): they are what the config names,
+and refitting them here would test scikit-learn, not jaxprobe.
+"""
+
+import json
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxprobe
+from jaxprobe import constraints, priors, probes
+from jaxprobe.cli import EXIT_OK, main
+from jaxprobe.config import load_config
+from jaxprobe.models.distributions import GaussianPerturbation
+from jaxprobe.sweeps import read_table
+from jaxprobe.sweeps.from_config import ENGINE_KEYS, Prepared
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+RUN_EXAMPLES = sorted(name for name in os.listdir(EXAMPLES) if name.endswith(".toml") and not name.startswith("sweep"))
+SWEEP_EXAMPLES = sorted(name for name in os.listdir(EXAMPLES) if name.startswith("sweep") and name.endswith(".toml"))
+SIZES = {"num_chains": 8, "num_samples": 12, "num_warmup": 12}
+
+
+def _shrunk(name, tmp_path, grid=None, static=None):
+    """The example with SIZES (and for a sweep, a smaller grid, axes made static); every other setting as shipped."""
+    text = open(os.path.join(EXAMPLES, name)).read()
+    for key, value in SIZES.items():
+        text = re.sub(rf"^{key} = \d+", f"{key} = {value}", text, flags=re.M)
+    for axis, values in (grid or {}).items():
+        text = re.sub(rf'^"{re.escape(axis)}" = \[.*\]$', f'"{axis}" = {json.dumps(values)}', text, flags=re.M)
+    if static:  # [sweep] static: these axes compile per value (here: every axis, so each cell is one run)
+        text = re.sub(r"^cells_per_batch = \d+\n", "", text, flags=re.M)
+        if "[sweep]\n" not in text:
+            text = text.replace("[sweep.grid]", "[sweep]\n\n[sweep.grid]")
+        text = text.replace("[sweep]\n", f"[sweep]\nstatic = {json.dumps(static)}\n", 1)
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _question(config, prepared, cell=None):
+    """(probe, prior, constraints, temperature) of the config's question (one cell's), from public functions only,
+    with plain Python numbers as a user would write them."""
+    temperature = (cell or {}).get("sampler.temperature", config.get("sampler.temperature"))
+    cell = {key: value for key, value in (cell or {}).items() if not key.startswith("sampler.")}
+    get = lambda dotted: cell.get(dotted, config.get(dotted))  # noqa: E731
+    dataset, model = prepared.dataset, prepared.model
+    probe_type = config.get("probe.type")
+    if probe_type == "prediction_risky":
+        probe = probes.prediction_risky(lambda x: model.fn(x)[1], alpha=get("probe.alpha"), r=config.get("probe.r"))
+    elif probe_type == "model_contrast":
+        probe = probes.model_contrast(model.fn, prepared.compare.fn, loss=config.get("probe.loss"))
+    elif probe_type == "parameter_sensitive":
+        draws = GaussianPerturbation(model.params, config.get("probe.sigma"), config.get("probe.num_draws"),
+                                     jax.random.key(config.get("model.seed")))
+        probe = probes.parameter_sensitive(model.apply_fn, draws, loss=config.get("probe.loss"))
+    else:
+        probe = probes.fixed_label(model.fn, get("probe.target"), loss=config.get("probe.loss"))
+    anchor, fixed = None, ()
+    if "localize" in config.sections:
+        anchor = prepared.z_test[get("localize.anchor")]
+        probe = probe + get("localize.weight") * probes.localize(jnp.asarray(anchor), r=config.get("localize.r"))
+        fixed = tuple(config.get("constraints.fixed"))
+    restriction = constraints.from_dataset(dataset, standardized=True, immutable=fixed,
+                                           anchor=anchor if fixed else None,
+                                           bounds="range" if config.get("constraints.bounds") == "data" else None)
+    prior = None
+    if config.get("prior.kind") == "standard_normal":
+        prior = priors.DiagonalGaussian(np.zeros(prepared.num_features), np.ones(prepared.num_features))
+    return probe, prior, restriction or None, temperature
+
+
+def _generate(config, prepared, cell=None):
+    """generate's answer. Keys as documented for sweep: fold_in(key(sampler.seed), the cell's seed axis or 0)."""
+    probe, prior, restriction, temperature = _question(config, prepared, cell)
+    key = jax.random.fold_in(jax.random.key(config.get("sampler.seed")), (cell or {}).get("sampler.seed", 0))
+    return jaxprobe.generate(key, probe, temperature=temperature,
+                             prior=prior, constraints=restriction, dim=prepared.num_features,
+                             sampler=config.get("sampler.name"), num_chains=config.get("sampler.num_chains"),
+                             num_samples=config.get("sampler.num_samples"),
+                             num_warmup=config.get("sampler.num_warmup"), progress=False, convergence="ignore")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUN_EXAMPLES)
+def test_run_example_is_the_python_answer(name, tmp_path):
+    path = _shrunk(name, tmp_path)
+    out = tmp_path / "out"
+    assert main(["run", path, "--out", str(out), "--quiet"]) == EXIT_OK
+    config = load_config(path, sweep=False)
+    prepared = Prepared(config)
+    expected = _generate(config, prepared)
+
+    cli = jaxprobe.Samples.load(out / "samples.npz")
+    np.testing.assert_array_equal(cli.positions, expected.positions)
+    np.testing.assert_array_equal(cli.logdensity, expected.logdensity)
+    original = np.load(out / "samples_original_units.npz", allow_pickle=False)
+    z = expected.positions.reshape(-1, prepared.num_features)
+    x = prepared.dataset.unstandardize(z)
+    np.testing.assert_allclose(original["x"].reshape(x.shape), x, rtol=1e-6)
+    assert list(original["feature_names"]) == list(prepared.dataset.feature_names)
+
+    # The reported answer is computed from these draws (the model's predictions on them, feature means).
+    summary = json.loads((out / "summary.json").read_text())
+    answer = summary["answer"]
+    outputs = np.asarray(jax.vmap(prepared.model.fn)(jnp.asarray(z)))
+    if prepared.task == "regression":
+        assert answer["mean_model_output"] == pytest.approx(float(np.mean(outputs)), rel=1e-5)
+    else:
+        predicted = outputs.argmax(axis=-1)
+        for k, class_name in enumerate(prepared.dataset.class_names):
+            assert answer["predicted_class_fractions"][class_name] == pytest.approx(np.mean(predicted == k))
+        if config.get("probe.type") == "fixed_label":
+            assert answer["fraction_with_target_prediction"] == pytest.approx(
+                np.mean(predicted == config.get("probe.target")))
+        if config.get("probe.type") == "prediction_risky":
+            assert answer["fraction_within_0.1_of_alpha"] == pytest.approx(
+                np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1))
+        if config.get("probe.type") == "model_contrast":
+            other = np.asarray(jax.vmap(prepared.compare.fn)(jnp.asarray(z))).argmax(axis=-1)
+            assert answer["fraction_of_samples_where_models_disagree"] == pytest.approx(np.mean(predicted != other))
+    for i, feature in enumerate(prepared.dataset.feature_names):
+        assert summary["features_original_units"][feature]["mean"] == pytest.approx(float(x[:, i].mean()),
+                                                                                      rel=1e-5, abs=1e-6)
+    assert summary["verdict"] == expected.verdict.to_dict()
+    if expected.log_evidence is not None:
+        assert summary["log_evidence"] == pytest.approx(expected.log_evidence)
+
+
+SWEEP_GRIDS = {  # four cells of each grid: every kind of axis the example has (numeric, seed, string), with values
+    # other than the config's own so that an axis that is not applied shows
+    "sweep_temperature.toml": {"sampler.temperature": [0.01, 0.3], "probe.alpha": [0.25, 0.75], "sampler.seed": [1]},
+    "sweep_counterfactual.toml": {"localize.anchor": [1, 3], "localize.weight": [1.0],
+                                  "model.kind": ["logistic_regression", "mlp"]},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SWEEP_EXAMPLES)
+def test_sweep_example_cells_are_the_python_answers(name, tmp_path):
+    """Every axis static, so every cell is its own program: then each cell of ``jaxprobe sweep`` is the Python
+    generate of its own question, bit for bit (string axes select their model, numeric ones their probe
+    parameter, seeds their key). Batched cells equal it in distribution (test_cli.py, test_sweep.py)."""
+    assert name in SWEEP_GRIDS, f"{name}: add its grid to SWEEP_GRIDS"
+    path = _shrunk(name, tmp_path, SWEEP_GRIDS[name], static=list(SWEEP_GRIDS[name]))
+    out = tmp_path / "out"
+    assert main(["sweep", path, "--out", str(out), "--quiet"]) == EXIT_OK
+    rows = read_table(out / "results.csv")
+    assert len(rows) == int(np.prod([len(v) for v in SWEEP_GRIDS[name].values()]))
+    for row in rows:
+        cell = {axis: row[ENGINE_KEYS.get(axis, axis)] for axis in SWEEP_GRIDS[name]}  # engine axes: short names
+        static = {axis: value for axis, value in cell.items() if isinstance(value, str)}
+        text = open(path).read().split("[sweep]")[0]
+        for axis, value in static.items():
+            section, key = axis.split(".")
+            text = re.sub(rf"(\[{section}\][^\[]*?^{key} = )\S+", rf'\g<1>"{value}"', text, flags=re.M | re.S)
+        single = tmp_path / "single.toml"
+        single.write_text(text + '\n[output]\ndir = "unused"\n')
+        config = load_config(str(single), sweep=False)
+        assert all(config.get(axis) == value for axis, value in static.items())
+        expected = _generate(config, Prepared(config), {k: v for k, v in cell.items() if k not in static})
+        swept = jaxprobe.Samples.load(out / row["samples"])
+        np.testing.assert_array_equal(swept.positions, expected.positions, err_msg=str(cell))
+        assert row["probe_mean"] == pytest.approx(float(np.mean(jax.vmap(
+            _question(config, Prepared(config), cell)[0])(jnp.asarray(
+                expected.positions.reshape(-1, expected.positions.shape[-1]))))), rel=1e-4, abs=1e-6)
