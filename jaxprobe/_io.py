@@ -9,7 +9,7 @@ import os
 import tempfile
 from typing import IO, Callable
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "is_writer"]
 
 
 def _umask() -> int:
@@ -19,8 +19,21 @@ def _umask() -> int:
     return mask
 
 
+def is_writer() -> bool:
+    """Whether this process writes files: always, except after ``jax.distributed.initialize()``, where only
+    process 0 does (every process computes the same full result; one copy goes to disk)."""
+    import jax
+
+    return jax.process_index() == 0
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: bool = True) -> None:
-    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it to ``path``.
+
+    In a multi-process run only process 0 writes (:func:`is_writer`); the others return at once.
+    """
+    if not is_writer():
+        return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxprobe._io import atomic_write
+from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.engine import core
 from jaxprobe.engine.kernels import SAMPLERS
 from jaxprobe.engine.samples import Samples
@@ -721,8 +721,15 @@ class _CheckpointWriter:
         new_draws = (draws.position[start:end], draws.logdensity[start:end]) if end > start else None
         draws.saved = end  # those rows are never written again by the sampler: safe to read in the thread
         stats = None if stats_sum is None else dict(stats_sum)
-        self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, state, start, new_draws, end,
-                                                 stats))
+        # The state to the host here, in the calling thread: with several processes that is a collective
+        # (every process gathers every chain), which must run in the same order on all of them.
+        host_state = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
+        host_state.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
+        host_state["step"] = _to_host(state.step)
+        if not is_writer():  # only process 0 writes
+            return
+        self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, host_state, start, new_draws,
+                                                 end, stats))
 
     def close(self) -> None:
         try:
@@ -733,7 +740,7 @@ class _CheckpointWriter:
             self.executor.shutdown(wait=True)
 
 
-def _save_checkpoint(path, run_id, state, start, new_draws, count, stats_sum) -> None:
+def _save_checkpoint(path, run_id, host_state, start, new_draws, count, stats_sum) -> None:
     """Write what is new since the last checkpoint, atomically (arrays + JSON, no pickle).
 
     The draws since the last save (``new_draws``: positions and log densities from draw ``start``) go to ONE
@@ -752,9 +759,7 @@ def _save_checkpoint(path, run_id, state, start, new_draws, count, stats_sum) ->
                      lambda stream: np.save(stream, new_draws[1], allow_pickle=False))
         atomic_write(os.path.join(folder, f"{start:012d}.position.npy"),
                      lambda stream: np.save(stream, new_draws[0], allow_pickle=False))
-    arrays = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
-    arrays.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
-    arrays["step"] = _to_host(state.step)
+    arrays = dict(host_state)
     arrays["num_draws_saved"] = np.asarray(count)
     if stats_sum is not None:
         arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
@@ -804,6 +809,8 @@ def _load_checkpoint(path, run_id, template_state, sharding):
 
 def remove_stale_partials(path: str | os.PathLike) -> None:
     """Remove temporary files a killed write left beside ``path`` and in its draws folder (``.*.partial``)."""
+    if not is_writer():  # with several processes, process 0 owns the files
+        return
     path = os.fspath(path)
     for folder, prefix in ((os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path)),
                            (_draws_folder(path), ".")):

@@ -33,7 +33,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxprobe._io import atomic_write
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
-from jaxprobe.engine.api import canonicalize_key, chain_sharding, compiled_program_count, make_kernel
+from jaxprobe.engine.api import _to_host, canonicalize_key, chain_sharding, compiled_program_count, make_kernel
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
 from jaxprobe.generate import answer
@@ -591,7 +591,8 @@ def sweep(
                 tick = time.perf_counter()
                 try:
                     result = compiled(rng_key, *inputs)
-                    result = {name: np.asarray(value)[:len(chunk)] for name, value in result.items()}
+                    # To the host whole: with several processes, each gathers every process's chains.
+                    result = {name: _to_host(value)[:len(chunk)] for name, value in result.items()}
                     result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
                 except Exception as error:  # noqa: BLE001 - recorded per cell
                     record_failure(chunk, error, group_number)

@@ -22,7 +22,7 @@ import numpy as np
 
 from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
-from jaxprobe._io import atomic_write
+from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.config import TREE_KINDS, ConfigError, Config
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
@@ -424,9 +424,10 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     summary["seconds"] = time.perf_counter() - started
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
                  binary=False)
-    shutil.rmtree(checkpoint + ".draws", ignore_errors=True)  # the results are on file: the checkpoint is spent
-    if os.path.exists(checkpoint):
-        os.unlink(checkpoint)
+    if is_writer():  # the results are on file: the checkpoint is spent (process 0 wrote it, it removes it)
+        shutil.rmtree(checkpoint + ".draws", ignore_errors=True)
+        if os.path.exists(checkpoint):
+            os.unlink(checkpoint)
     if config.sections["output"]["plots"]:
         from jaxprobe.plots.tabular import feature_distributions
 
