@@ -12,7 +12,8 @@ Sections
 1. Throughput (chain-steps/s) of jaxprobe MALA (``core.run`` through the jitted
    ``api._run_chunk``, thin = 1 and thin = 10, same number of transitions, draws
    written into a donated trace buffer reused from call to call as ``sample`` reuses
-   it from chunk to chunk) against
+   it from chunk to chunk; ``numerics="reproducible"``, the CPU default, and beside it
+   thin = 1 in ``numerics="fast"``, plain ``jax.random`` and reductions) against
    "the limit": a jitted ``lax.scan`` doing one vmapped ``value_and_grad`` per
    chain per step plus the unadjusted Langevin update, noise drawn as one flat
    batched call per step.
@@ -68,6 +69,7 @@ HIDDEN = 64
 TEMPERATURE = 0.01
 STEP_SIZE = 0.05  # MALA step size ε of every throughput row
 TARGET_SECONDS = 0.25  # each timed call of the limit lasts about this long (so ≥ ~0.2 s)
+FAST_MODE = "jaxprobe mala thin=1, numerics=fast"
 ACCEPT_ONLY = "mala, accept step only"
 NOISE_AFTER_GRADIENT = "limit, noise after gradient"
 LIMIT_UNROLLED = "limit, jaxprobe's generator"
@@ -333,13 +335,14 @@ def build_accept_only_mala(logdensity, x0, step_size):
     return build, lambda result: result[1]
 
 
-def build_jaxprobe_mala(logdensity, x0, step_size, thin):
+def build_jaxprobe_mala(logdensity, x0, step_size, thin, numerics="reproducible"):
     """jaxprobe MALA through ``api._run_chunk`` (= jit of ``core.run``); every call starts from the same state.
 
     Each call writes its draws into the trace buffer the previous call returned (donated),
     as ``jaxprobe.sample`` does between chunks once a chunk's draws are copied out.
+    ``numerics``: the kernel's numerics policy (:mod:`jaxprobe.engine.numerics`).
     """
-    kernel = kernels.MALA()
+    kernel = kernels.MALA(numerics=numerics)
     num_chains, dim = x0.shape
     parameters = core.default_parameters(kernel, num_chains, dim, jnp.float32, step_size=step_size)
     state0 = jax.block_until_ready(api._init(kernel, logdensity, x0, parameters))
@@ -601,6 +604,8 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
         for thin in (1, 10):
             build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, thin)
             candidates.append(Candidate(f"jaxprobe mala thin={thin}", num_chains, steps, build(steps), acceptance))
+        build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, 1, numerics="fast")
+        candidates.append(Candidate(FAST_MODE, num_chains, steps, build(steps), acceptance))
         build, acceptance = build_accept_only_mala(logdensity, x0, STEP_SIZE)
         candidates.append(Candidate(ACCEPT_ONLY, num_chains, steps, build(steps), acceptance))
         candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
@@ -655,6 +660,14 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
                                   "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
                                   "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times,
                                   "cpu_times_s": candidate.cpu_times}
+        fast, reproducible = by_name[FAST_MODE], by_name["jaxprobe mala thin=1"]
+        row["fast_thin1"] = {"chain_steps_per_s": fast.chain_steps_per_second,
+                             "ratio_to_limit": fast.seconds_per_step / limit.seconds_per_step,
+                             "median_paired_ratio": median_paired_ratio(fast, limit),
+                             "ratio_to_reproducible": fast.seconds_per_step / reproducible.seconds_per_step,
+                             "median_paired_ratio_to_reproducible": median_paired_ratio(fast, reproducible),
+                             "acceptance_rate": fast.acceptance_rate, "times_s": fast.times,
+                             "cpu_times_s": fast.cpu_times}
         row["diagnostics"] = {}
         for name in DIAGNOSTICS:
             candidate = by_name[name]
@@ -674,7 +687,8 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
                           "time_ratio_to_jaxprobe_thin1": candidate.seconds_per_step / reference.seconds_per_step,
                           "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times})
         log(f"  limit {limit.chain_steps_per_second:,.0f}/s; jaxprobe thin=1 ratio {row['thin1']['ratio_to_limit']:.3f}, "
-            f"thin=10 ratio {row['thin10']['ratio_to_limit']:.3f}")
+            f"thin=10 ratio {row['thin10']['ratio_to_limit']:.3f}, fast thin=1 ratio "
+            f"{row['fast_thin1']['ratio_to_limit']:.3f}")
         if have["numpyro"] and peers_wanted:
             log(f"throughput C={num_chains}: numpyro MCMC.run")
             mcmc_rows.append(run_numpyro_mcmc(logdensity, x0, leapfrog_step, numpyro_steps, counter))
@@ -931,6 +945,26 @@ def section1_diagnostics(results: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def numerics_table(results: dict[str, Any]) -> list[str]:
+    """jaxprobe MALA thin=1 in both numerics modes, timed in the same interleaved loop (rows from this version on)."""
+    rows = [row for row in results["throughput"]["rows"] if "fast_thin1" in row]
+    if not rows:
+        return []
+    lines = ["Numerics modes of jaxprobe MALA, thin=1 (`jaxprobe.engine.numerics`): *reproducible* (the CPU default, "
+             "the rows above: bit-identical across device counts, unrolled Threefry) and *fast* (the GPU/TPU "
+             "default: plain `jax.random`, `jnp.sum`), timed in the same interleaved loop. Time ratio "
+             "fast / reproducible: min times (median paired ratio in brackets); > 1 means fast is slower here.", "",
+             "| C | reproducible chain-steps/s | fast chain-steps/s | fast ratio to limit | fast / reproducible | "
+             "fast acceptance |", "|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        fast = row["fast_thin1"]
+        lines.append(f"| {row['num_chains']} | {fmt(row['thin1']['chain_steps_per_s'])} | "
+                     f"{fmt(fast['chain_steps_per_s'])} | {fast['ratio_to_limit']:.3f} | "
+                     f"{fast['ratio_to_reproducible']:.3f} ({fast['median_paired_ratio_to_reproducible']:.3f}) | "
+                     f"{fmt(fast['acceptance_rate'])} |")
+    return lines + [""]
+
+
 def markdown_limit_only(results: dict[str, Any]) -> str:
     """Section 1 alone (``--limit-only``): the ratios to the limit and the diagnostic rows."""
     lines = ["# jaxprobe MALA vs the limit (section 1 of benchmarks/throughput.py alone)", "",
@@ -946,7 +980,7 @@ def markdown_limit_only(results: dict[str, Any]) -> str:
         lines.append(f"| {row['num_chains']} | {row['steps']} | {fmt(row['limit_chain_steps_per_s'])} | "
                      f"{row['thin1']['ratio_to_limit']:.3f} | {row['thin10']['ratio_to_limit']:.3f} | "
                      f"≤ {row['target_ratio']:.2f} | {row['acceptance_rate']:.3f} |")
-    lines += ["", *section1_diagnostics(results), f"Command: `{results['command']}`", ""]
+    lines += ["", *numerics_table(results), *section1_diagnostics(results), f"Command: `{results['command']}`", ""]
     return "\n".join(lines)
 
 
@@ -975,7 +1009,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"{fmt(t10['chain_steps_per_s'])} | {t10['ratio_to_limit']:.3f} ({t10['median_paired_ratio']:.3f}) | "
             f"≤ {row['target_ratio']:.2f} | {'PASS' if t1['pass'] else 'FAIL'} | "
             f"{'PASS' if t10['pass'] else 'FAIL'} | {row['acceptance_rate']:.3f} |")
-    lines += ["", "## 2. Peers (same C, target and step size; ratio = peer time / jaxprobe MALA thin=1 time, "
+    lines += ["", *numerics_table(results)]
+    lines += ["## 2. Peers (same C, target and step size; ratio = peer time / jaxprobe MALA thin=1 time, "
                   "> 1 means jaxprobe is faster)", "",
               "| C | peer | steps/call | chain-steps/s | ratio | acceptance |", "|---:|---|---:|---:|---:|---:|"]
     for peer in results["throughput"]["peers"]:

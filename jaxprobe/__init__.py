@@ -4,6 +4,7 @@ from jaxprobe import (constraints, datasets, engine, extract, latent, models, pl
                       sweeps)
 from jaxprobe.engine import Samples, sample
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, Verdict
+from jaxprobe.engine.registry import register_sampler
 from jaxprobe.generate import generate
 from jaxprobe.question import Question
 from jaxprobe.sweeps import sweep
@@ -11,5 +12,5 @@ from jaxprobe.target import gibbs
 
 __version__ = "0.1.0"
 
-__all__ = ["sample", "generate", "sweep", "Samples", "Question", "ConvergenceWarning", "ConvergenceError", "Verdict", "gibbs", "priors", "probes", "constraints", "models", "datasets",
+__all__ = ["sample", "generate", "sweep", "register_sampler", "Samples", "Question", "ConvergenceWarning", "ConvergenceError", "Verdict", "gibbs", "priors", "probes", "constraints", "models", "datasets",
            "plots", "engine", "extract", "latent", "reconstruct", "sweeps", "__version__"]

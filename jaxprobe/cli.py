@@ -234,7 +234,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=int, default=400, help="kept draws per chain")
     demo.add_argument("--warmup", type=int, default=400)
     demo.add_argument("--temperature", type=float, default=0.01)
-    demo.add_argument("--sampler", default="chees", help="mala, hmc, nuts, rwmh or chees (default)")
+    from jaxprobe.engine.registry import known_samplers  # the one list of samplers
+
+    demo.add_argument("--sampler", default="chees", choices=known_samplers(),
+                      help=f"one of {', '.join(known_samplers())} (default chees)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar or messages (the results are on file)")
     # The spelling before --quiet was shared by every subcommand; still accepted, not advertised.
     demo.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)

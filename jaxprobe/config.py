@@ -13,10 +13,12 @@ A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe swee
     alpha = 0.5
 
     [sampler]
-    name = "mala"
+    name = "mala"                  # a registered sampler (jaxprobe.engine.known_samplers())
     num_chains = 64
     num_samples = 200
     temperature = 0.05
+    options = {}                   # the sampler's options, e.g. { num_integration_steps = 20 } for hmc
+    numerics = "reproducible"      # or "fast"; leave it out for the platform's default (jaxprobe.engine.numerics)
 
     [sweep.grid]                   # only for `jaxprobe sweep`: "section.key" = [values]
     "sampler.temperature" = [0.01, 0.1, 1.0]
@@ -36,7 +38,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from jaxprobe.engine.api import known_samplers, make_kernel
+from jaxprobe.engine.numerics import MODES as NUMERICS_MODES
+from jaxprobe.engine.registry import known_samplers, make_kernel
 
 try:
     import tomllib
@@ -59,7 +62,7 @@ CLASSIFIER_ONLY = ("logistic_regression",)
 REGRESSOR_ONLY = ("linear_regression", "ridge")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
 OUTPUTS = ("sigmoid", "softmax", "identity")
-SAMPLERS = known_samplers()  # the engine's registry: one list of samplers
+SAMPLERS = known_samplers()  # the engine's registry (the built-in samplers; _is_sampler reads it at check time)
 #: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
 BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
                 "localize.weight", "localize.anchor")
@@ -101,6 +104,11 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
 
 def _string(v: Any) -> bool:
     return isinstance(v, str) and bool(v)
+
+
+def _is_sampler(v: Any) -> bool:
+    """A sampler name of the engine's registry, read when the file is checked (so registered samplers count)."""
+    return isinstance(v, str) and v in known_samplers()
 
 
 def _table(v: Any) -> bool:
@@ -157,7 +165,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                     _one_of(("standard_normal", "none")), "standard_normal"),
     },
     "sampler": {
-        "name": Key(f"one of {', '.join(SAMPLERS)}", _one_of(SAMPLERS), "mala"),
+        "name": Key(f"a registered sampler: {', '.join(SAMPLERS)} or one added by jaxprobe.register_sampler",
+                    _is_sampler, "mala"),
         "num_chains": Key("an int >= 1", _int_at_least(1), 64),
         "num_samples": Key("an int >= 1", _int_at_least(1), 200),
         "num_warmup": Key("an int >= 0", _int_at_least(0), 200),
@@ -166,6 +175,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "seed": Key("an int >= 0", _int_at_least(0), 0),
         "step_size": Key("a number > 0 (fixed: no adaptation)", _positive),
         "step_size_mode": Key("\"per_chain\" or \"shared\"", _one_of(("per_chain", "shared")), "per_chain"),
+        "options": Key("a table of the sampler's options, e.g. { num_integration_steps = 20 } for hmc", _table, {}),
+        "numerics": Key("\"reproducible\" (bit-identical across device counts) or \"fast\" (plain jax.random and "
+                        "reductions); default: reproducible on CPU, fast on GPU/TPU",
+                        _one_of(NUMERICS_MODES)),
     },
     "output": {
         "dir": Key("a folder path", _string, "jaxprobe-out"),
@@ -387,6 +400,16 @@ def _check_meaning(sections, grid, fail) -> None:
             raise fail("probe", "loss", "fixed_label takes loss cross_entropy or squared")
     if probe.get("loss") is None:
         probe["loss"] = _DEFAULT_LOSS.get(probe["type"], "cross_entropy")
+    if "sampler.options" in grid:
+        raise fail("sweep.grid", "sampler.options", "sampler options are not a grid axis: set them once in "
+                                                    "[sampler] options")
+    if "sampler.numerics" in grid:
+        raise fail("sweep.grid", "sampler.numerics", "numerics is not a grid axis: set it once in [sampler] numerics")
+    for name in values("sampler.name"):  # each sampler's options, checked as sample() checks sampler_options
+        try:
+            make_kernel(name, sections["sampler"]["options"])
+        except (TypeError, ValueError) as error:
+            raise fail("sampler", "options", str(error)) from None
     for kind in values("model.kind"):
         if kind in TREE_KINDS and any(make_kernel(s).uses_gradient for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "

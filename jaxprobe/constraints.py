@@ -42,22 +42,35 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array
 from jaxprobe.types import Array
 
-__all__ = ["Box", "Fixed", "OneHot", "Integer", "Restriction", "restriction", "from_dataset",
-           "ONE_HOT_INIT_SMOOTHING"]
+__all__ = ["Box", "Fixed", "OneHot", "Integer", "Restriction", "restriction", "from_dataset", "ConstraintList",
+           "ONE_HOT_INIT_SMOOTHING", "BOUND_INIT_OFFSET", "BOUND_TOLERANCE"]
 
 #: A one-hot row handed in as ``init`` lies on the simplex's boundary, where z is
 #: infinite: it is moved inside to ``(1 − ε)·x + ε/K`` with this ε.
 ONE_HOT_INIT_SMOOTHING = 0.1
+
+#: Box bounds are closed for starting points: an ``init`` value ON a bound (a real data row at the data
+#: set's minimum or maximum), where z is ±inf, is moved inside by this fraction of the box's width
+#: (two finite bounds: the unconstrained coordinate becomes ±log((1 − δ)/δ) ≈ ±13.8) or of
+#: ``max(1, |bound|)`` (one bound: z = softplus⁻¹(δ·max(1, |bound|))). Points strictly inside are not moved.
+BOUND_INIT_OFFSET = 1e-6
+
+#: An ``init`` value within this fraction of ``max(1, |bound|)`` outside a bound counts as on it (the float32
+#: rounding of a data row whose bound was computed in float64); farther out is an error naming row and feature.
+BOUND_TOLERANCE = 1e-6
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Box:
     """Bounds ``low <= x <= high`` per feature (scalars broadcast; ±inf for one-sided or none).
 
-    ``indices`` restricts the bounds to some features (then ``low``/``high`` are
-    given for those only).
+    ``low`` / ``high``: scalars or ``(d,)`` values (arrays, lists, pandas Series such as
+    ``frame.min()``). ``indices`` restricts the bounds to some features (then ``low``/``high``
+    are given for those only). Samples lie strictly inside; a starting point may lie ON a
+    bound (the bounds are closed for ``init``: see :data:`BOUND_INIT_OFFSET`).
     """
 
     low: Any
@@ -134,8 +147,8 @@ class Restriction:
             where = f"constraints[{number}]"
             if isinstance(constraint, Box):
                 indices = self._indices(constraint.indices, where)
-                box_low = np.broadcast_to(np.asarray(constraint.low, np.float64), indices.shape)
-                box_high = np.broadcast_to(np.asarray(constraint.high, np.float64), indices.shape)
+                box_low = self._values(constraint.low, indices, f"{where} (Box) low", constraint.indices)
+                box_high = self._values(constraint.high, indices, f"{where} (Box) high", constraint.indices)
                 if np.any(np.isnan(box_low)) or np.any(np.isnan(box_high)):
                     raise ValueError(f"{where}: Box bounds must not be NaN")
                 low[indices] = np.maximum(low[indices], box_low)
@@ -143,7 +156,7 @@ class Restriction:
                 boxed[indices] |= np.isfinite(box_low) | np.isfinite(box_high)
             elif isinstance(constraint, Fixed):
                 indices = self._indices(constraint.indices, where)
-                values = np.broadcast_to(np.asarray(constraint.values, np.float64), indices.shape)
+                values = self._values(constraint.values, indices, f"{where} (Fixed) values", constraint.indices)
                 if not np.all(np.isfinite(values)):
                     raise ValueError(f"{where}: Fixed values must be finite")
                 if len(set(indices.tolist())) != len(indices):
@@ -159,7 +172,8 @@ class Restriction:
                 if np.any(group_of[columns] >= 0):
                     raise ValueError(f"{where}: columns {columns[group_of[columns] >= 0].tolist()} "
                                      "already belong to another OneHot group")
-                alpha = np.broadcast_to(np.asarray(constraint.concentration, np.float64), columns.shape)
+                alpha = self._values(constraint.concentration, columns, f"{where} (OneHot) concentration",
+                                     constraint.columns)
                 if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
                     raise ValueError(f"{where}: OneHot concentration must be finite and > 0, "
                                      f"got {constraint.concentration!r}")
@@ -168,8 +182,8 @@ class Restriction:
                 concentrations.append(np.array(alpha))
             elif isinstance(constraint, Integer):
                 indices = self._indices(constraint.indices, where)
-                mean = np.broadcast_to(np.asarray(constraint.mean, np.float64), indices.shape)
-                scale = np.broadcast_to(np.asarray(constraint.scale, np.float64), indices.shape)
+                mean = self._values(constraint.mean, indices, f"{where} (Integer) mean", constraint.indices)
+                scale = self._values(constraint.scale, indices, f"{where} (Integer) scale", constraint.indices)
                 if not np.all(np.isfinite(mean)) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
                     raise ValueError(f"{where}: Integer mean must be finite and scale finite and > 0")
                 is_integer[indices] = True
@@ -235,6 +249,17 @@ class Restriction:
             raise TypeError(f"{where}: indices must be a 1-D sequence of ints, got {indices!r}")
         if np.any(array < 0) or np.any(array >= self.dim):
             raise ValueError(f"{where}: indices {array.tolist()} out of range for {self.dim} features")
+        return array
+
+    def _values(self, value: Any, indices: np.ndarray, what: str, given: Any) -> np.ndarray:
+        """A constraint's per-feature values: a scalar (broadcast) or one per index, else a ValueError naming it."""
+        array = as_float_array(value, what, finite=False)
+        if array.ndim == 0:
+            return np.broadcast_to(array, indices.shape)
+        if array.shape != indices.shape:
+            per = "feature" if given is None else "index given"
+            raise ValueError(f"{what} must be a scalar or have {indices.size} values (one per {per}), got shape "
+                             f"{array.shape}")
         return array
 
     def _integer_range(self) -> tuple[np.ndarray, np.ndarray]:
@@ -338,23 +363,29 @@ class Restriction:
     def inverse(self, x: np.ndarray) -> np.ndarray:
         """Data-space points ``(..., dim)`` → ``z`` ``(..., num_free)`` (NumPy; for initial positions).
 
-        Raises ``ValueError`` if a point breaks a constraint: fixed features must
-        equal their values, bounded ones lie strictly inside their bounds, and each
-        one-hot group be a probability vector (entries >= 0 summing to 1). Rows of
-        a group with an entry below 1e-6 (a real one-hot vector) are moved inside the
-        simplex first: ``(1 − ε)·x + ε/K``, ε = :data:`ONE_HOT_INIT_SMOOTHING`.
+        Raises ``ValueError`` naming the row and feature if a point breaks a constraint:
+        fixed features must equal their values, bounded ones lie inside their closed
+        bounds, and each one-hot group be a probability vector (entries >= 0 summing
+        to 1). A value ON a bound (within :data:`BOUND_TOLERANCE`: a real data row at
+        the data's minimum or maximum) is moved inside by :data:`BOUND_INIT_OFFSET`
+        of the box's width, where z is finite. Rows of a group with an entry below
+        1e-6 (a real one-hot vector) are moved inside the simplex first:
+        ``(1 − ε)·x + ε/K``, ε = :data:`ONE_HOT_INIT_SMOOTHING`.
         """
-        x = np.array(x, np.float64)  # a copy: one-hot rows on the simplex's edge are moved inside below
-        if x.shape[-1] != self.dim:
-            raise ValueError(f"expected points with {self.dim} features, got shape {x.shape}")
+        x = np.array(as_float_array(x, "init", finite=False), np.float64)  # a copy: edge rows are moved below
+        if x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"init: expected points with {self.dim} features, got shape {x.shape}")
+        rows = x.reshape(-1, self.dim)  # a view: the moves below change x
         if np.any(self.is_fixed):
-            wrong = ~np.isclose(x[..., self.is_fixed], self.fixed_values[self.is_fixed], rtol=0, atol=1e-6)
+            fixed = np.flatnonzero(self.is_fixed)
+            wrong = ~np.isclose(rows[:, fixed], self.fixed_values[fixed], rtol=0, atol=1e-6)
             if np.any(wrong):
-                raise ValueError("init breaks a Fixed constraint: fixed features must equal their values")
-        free = x[..., self.free_indices]
-        low, high = self.low[self.free_indices], self.high[self.free_indices]
-        if np.any(free <= low) or np.any(free >= high):
-            raise ValueError("init must lie strictly inside the Box bounds (the bijection maps onto the open box)")
+                row, column = np.argwhere(wrong)[0]
+                feature = fixed[column]
+                raise ValueError(f"init breaks a Fixed constraint in {int(wrong.any(axis=1).sum())} row(s), e.g. "
+                                 f"row {row}, feature {feature}: {rows[row, feature]:.9g} instead of the fixed "
+                                 f"{self.fixed_values[feature]:.9g}")
+        self._move_inside_bounds(rows)
         for columns in self.groups:
             p = x[..., columns]
             if np.any(p < 0) or not np.allclose(p.sum(axis=-1), 1.0, rtol=0, atol=1e-4):
@@ -363,8 +394,34 @@ class Restriction:
             on_edge = np.min(p, axis=-1, keepdims=True) < 1e-6
             eps = ONE_HOT_INIT_SMOOTHING
             x[..., columns] = np.where(on_edge, (1 - eps) * p + eps / columns.size, p)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # in branches np.where discards
             return self.unconstrain(x, np)
+
+    def _move_inside_bounds(self, rows: np.ndarray) -> None:
+        """Check the bounded free features of ``rows`` ``(n, dim)`` against their closed bounds (a ValueError
+        naming row and feature beyond :data:`BOUND_TOLERANCE`) and move values on a bound inside, in place."""
+        index = self.free_indices
+        if not index.size:
+            return
+        low, high = self.low[index], self.high[index]
+        free = rows[:, index]
+        # max(1, |bound|) per side (1 where the side is unbounded): the scale of the tolerance and of a one-sided move
+        scale_low = np.maximum(1.0, np.abs(np.where(np.isfinite(low), low, 0.0)))
+        scale_high = np.maximum(1.0, np.abs(np.where(np.isfinite(high), high, 0.0)))
+        outside = (free < low - BOUND_TOLERANCE * scale_low) | (free > high + BOUND_TOLERANCE * scale_high)
+        if np.any(outside):
+            row, column = np.argwhere(outside)[0]
+            feature = index[column]
+            raise ValueError(
+                f"init lies outside the Box bounds in {int(outside.any(axis=1).sum())} row(s), e.g. row {row}, "
+                f"feature {feature}: {free[row, column]:.9g} not in [{low[column]:.9g}, {high[column]:.9g}]")
+        two_sided = np.isfinite(low) & np.isfinite(high)
+        width = np.where(two_sided, high - low, 0.0)
+        gap_low = BOUND_INIT_OFFSET * np.where(two_sided, width, scale_low)
+        gap_high = BOUND_INIT_OFFSET * np.where(two_sided, width, scale_high)
+        free = np.where(free <= low, low + gap_low, free)  # on (or within the tolerance below) the lower bound
+        free = np.where(free >= high, high - gap_high, free)
+        rows[:, index] = free
 
     def unconstrain(self, x: Any, xp: Any = jnp) -> Any:
         """The inverse map x ``(..., dim)`` → z ``(..., num_free)`` without checks (``xp``: ``numpy`` or
@@ -393,6 +450,22 @@ class Restriction:
         return list(self._concentrations)
 
 
+class ConstraintList(list):
+    """A list of constraints that also states the number of features ``dim`` (what :func:`from_dataset`
+    returns), so that ``generate(probe, constraints=from_dataset(data))`` needs neither ``init`` nor ``dim``.
+    Otherwise a plain list; adding a list to it keeps ``dim``."""
+
+    def __init__(self, items: Sequence[Any] = (), dim: int | None = None):
+        super().__init__(items)
+        self.dim = dim
+
+    def __add__(self, other: Any) -> "ConstraintList":
+        return ConstraintList(list(self) + list(other), self.dim)
+
+    def __radd__(self, other: Any) -> "ConstraintList":
+        return ConstraintList(list(other) + list(self), self.dim)
+
+
 def restriction(constraints: Any, dim: int) -> Restriction:
     """A :class:`Restriction` from ``None``, one constraint, or a list of them."""
     if constraints is None:
@@ -405,8 +478,10 @@ def restriction(constraints: Any, dim: int) -> Restriction:
 
 
 def from_dataset(dataset: Any, *, standardized: bool = True, immutable: Sequence[str] = (), anchor: Any = None,
-                 bounds: str = "range", concentration: Any = 1.0) -> list[Any]:
-    """The constraints a :class:`jaxprobe.datasets.Dataset` implies, as a list for ``generate``.
+                 bounds: str = "range", concentration: Any = 1.0) -> ConstraintList:
+    """The constraints a :class:`jaxprobe.datasets.Dataset` implies, as a list for ``generate``
+    (a :class:`ConstraintList`: its ``dim`` is the data set's number of columns d, from which
+    ``generate`` takes d).
 
     - each categorical feature: a :class:`OneHot` group (``concentration`` as there);
     - each integer feature: :class:`Integer` (rounded in original units);
@@ -433,10 +508,8 @@ def from_dataset(dataset: Any, *, standardized: bool = True, immutable: Sequence
     if immutable and anchor is None:
         raise ValueError("immutable features need anchor: the (d,) point whose values they keep")
     if anchor is not None:
-        anchor = np.asarray(anchor, np.float64)
-        if anchor.shape != (dataset.x.shape[1],):
-            raise ValueError(f"anchor must have shape ({dataset.x.shape[1]},), got {anchor.shape}")
-    result: list[Any] = []
+        anchor = as_float_array(anchor, "anchor", shape=(dataset.x.shape[1],))
+    result = ConstraintList(dim=int(dataset.x.shape[1]))
     for feature in dataset.features:
         columns = np.asarray(feature.columns)
         if feature.is_categorical:

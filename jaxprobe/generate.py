@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import numbers
 from typing import Any, Callable
 
@@ -12,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, make_kernel
+from jaxprobe._inputs import as_float_array
+from jaxprobe.engine.api import canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel
+from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.question import Question
@@ -45,6 +48,7 @@ def generate(
     num_warmup: int = 500,
     report: str = "valid",
     convergence: str = "warn",
+    numerics: str | None = None,
     **sample_options: Any,
 ) -> Samples:
     """Sample x ~ exp(−G(x)/τ)·prior(x) restricted by ``constraints`` (probing paper, Eq. 3).
@@ -61,9 +65,17 @@ def generate(
         τ > 0.
     num_chains, num_samples, num_warmup, sampler
         As in :func:`jaxprobe.sample`; other keywords go to it too (``thin``,
-        ``step_size``, ``progress``, ``checkpoint``, ...).
+        ``step_size``, ``progress``, ``checkpoint``, ...). ``sampler="tree_gibbs"``:
+        exact coordinate-wise Gibbs sweeps (:mod:`jaxprobe.engine.tree_gibbs`) for a
+        probe built only from imported tree ensembles with a Gaussian, diagonal,
+        mixture or box prior (or none, within Box bounds); ``num_warmup`` and
+        ``thin`` then count sweeps, and the log density is that of x.
     init
-        Initial points ``(num_chains, d)`` in data space, satisfying the constraints.
+        Initial points ``(num_chains, d)`` in data space, satisfying the constraints
+        (points ON a ``Box`` bound, such as real data rows at a feature's minimum or
+        maximum, are accepted: see :data:`jaxprobe.constraints.BOUND_INIT_OFFSET`): a NumPy
+        or JAX array, a pandas DataFrame or a nested list, cast to the working dtype
+        (float32 unless ``jax_enable_x64`` is on; float16/bfloat16 run in float32).
         Default: draws from ``prior`` (if it has ``.sample`` and they satisfy the
         constraints), else z ~ N(0, I) mapped through T.
     prior
@@ -71,12 +83,19 @@ def generate(
     constraints
         A ``Box``, a ``Fixed`` or a list of them (:mod:`jaxprobe.constraints`).
     dim
-        Number of features d when neither ``init`` nor a prior with a mean gives it.
+        Number of features d when nothing else states it: ``init``, a prior's mean,
+        ``Box`` bounds of shape ``(d,)``, ``constraints.from_dataset(...)``, or the probe's
+        model (``n_features_in_``, as ``from_sklearn`` models have) or anchor
+        (:func:`jaxprobe.question.infer_dim`); they must agree.
     report
         ``"valid"`` (default): one-hot groups reported as the one-hot vector of
         their largest entry and Integer features rounded
         (:meth:`jaxprobe.constraints.Restriction.report`); ``"relaxed"``: the
         points the sampler actually visited (simplex points, non-integers).
+    numerics
+        ``"reproducible"``, ``"fast"`` or ``None`` (per platform: reproducible on
+        CPU, fast on GPU/TPU), as in :func:`jaxprobe.sample`; checked before
+        anything compiles. Unused by ``sampler="tree_gibbs"``.
 
     Returns
     -------
@@ -91,11 +110,41 @@ def generate(
     if report not in ("valid", "relaxed"):
         raise ValueError(f"report must be 'valid' or 'relaxed', got {report!r}")
     check_policy(convergence)
+    check_numerics(numerics)
+    if init is not None:
+        init = _as_init(init, num_chains)
     question = Question(probe, temperature, prior, constraints, dim, init=init)
     result = answer(rng_key, question, num_chains=num_chains, num_samples=num_samples, init=init, sampler=sampler,
-                    num_warmup=num_warmup, report=report, convergence="ignore", **sample_options)
+                    num_warmup=num_warmup, report=report, convergence="ignore", numerics=numerics,
+                    **sample_options)
     verdict_report(result.verdict, convergence, stacklevel=2)
     return result
+
+
+def _as_init(init: Any, num_chains: int) -> np.ndarray:
+    """``init`` (an array, a DataFrame, a nested list) as finite ``(num_chains, d)`` positions of the working
+    dtype, or a TypeError/ValueError naming it."""
+    init = as_float_array(init, "init", ndim=2, dtype="positions")
+    if init.shape[0] != num_chains:
+        raise ValueError(f"init must have shape (num_chains={num_chains}, d), got {init.shape}")
+    return init
+
+
+_SAMPLE_KEYWORDS = frozenset(inspect.signature(sample).parameters) - {"rng_key", "logdensity_fn",
+                                                                      "initial_positions"}
+
+
+def _check_sample_options(num_chains: int, num_samples: Any, num_warmup: Any, options: dict[str, Any]) -> None:
+    """The keywords bound for :func:`jaxprobe.sample`, checked before the starting points compile."""
+    passed = {"num_samples", "num_warmup", "sampler"}
+    unknown = sorted(set(options) - (_SAMPLE_KEYWORDS - passed))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}: the extra keywords go to jaxprobe.sample, "
+                        f"which takes {sorted(_SAMPLE_KEYWORDS - passed)}")
+    check_numerics(options.get("numerics"))
+    check_settings(num_samples=num_samples, num_warmup=num_warmup, num_chains=num_chains,
+                   **{name: options[name] for name in ("thin", "chunk_size", "step_size_mode",
+                                                       "target_acceptance_rate", "step_size") if name in options})
 
 
 def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: int, init: Any = None,
@@ -109,16 +158,23 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     ``dtype``: of the default starting points (float32 unless given); ``init`` keeps its own.
     """
     rng_key = canonicalize_key(rng_key)
-    make_kernel(sampler, **(sample_options.get("sampler_options") or {}))  # option errors before any compile
+    if sampler == "tree_gibbs":  # exact coordinate-wise Gibbs for questions built from tree ensembles
+        from jaxprobe.engine import tree_gibbs
+
+        check_numerics(sample_options.pop("numerics", None))  # exact Gibbs sweeps: no numerics to choose
+
+        result = tree_gibbs.sample_question(rng_key, question, num_chains=num_chains, num_samples=num_samples,
+                                            init=init, num_warmup=num_warmup, dtype=dtype, **sample_options)
+        if report == "valid" and question.restriction.is_relaxed:
+            result = dataclasses.replace(result, positions=question.restriction.report(result.positions))
+        return result
+    make_kernel(sampler, sample_options.get("sampler_options"))  # option errors before any compile
     if known_sampler_starts_at_target(sampler):
         question.reference.check()  # says why the reference cannot be drawn, before compiling
     key_init, key_sample = jax.random.split(rng_key)
+    _check_sample_options(num_chains, num_samples, num_warmup, sample_options)
     if init is not None:
-        init = np.asarray(init)
-        if init.ndim != 2 or init.shape[0] != num_chains:
-            raise ValueError(f"init must have shape (num_chains={num_chains}, d), got {init.shape}")
-        if not np.issubdtype(init.dtype, np.floating) or not np.all(np.isfinite(init)):
-            raise ValueError("init must be finite floating-point values")
+        init = _as_init(init, num_chains)
         z0 = question.to_unconstrained(init).astype(init.dtype)
     else:
         z0 = np.asarray(_initial_positions(key_init, question, num_chains, np.dtype(dtype or np.float32)))

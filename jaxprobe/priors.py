@@ -2,6 +2,8 @@
 
 Each prior is a frozen dataclass, callable as ``prior(x) -> scalar log density``
 (normalized), with ``prior.sample(rng_key, num_chains)`` to draw initial positions.
+Parameters (means, scales, covariances, bounds) may be NumPy arrays, pandas Series/DataFrames
+or nested lists; they are kept in float64 and cast to the positions' dtype when evaluated.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array
 from jaxprobe.types import Array, ArrayTree, PRNGKey
 
 __all__ = ["StandardNormal", "DiagonalGaussian", "Gaussian", "UniformBox", "NoPrior", "standard_normal",
@@ -23,12 +26,8 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _as_float_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    if ndim is not None and array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite")
-    return array
+    """``value`` (an array, a DataFrame/Series, a nested list) as finite float64 values, else an error naming it."""
+    return as_float_array(value, name, ndim=ndim)
 
 
 @dataclasses.dataclass(frozen=True)

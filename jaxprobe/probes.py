@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array, check_int, check_number
 from jaxprobe.types import Array
 
 __all__ = [
@@ -58,20 +59,39 @@ class Probe:
     """A probing loss: callable on one input ``x`` → scalar, closed under ``+`` and scalar ``*``.
 
     ``Probe(fn, name)`` wraps any function; the probes below return ``Probe`` objects.
+    ``dim``: the number of features d of its input when known (the probes below take it from
+    their model's ``n_features_in_`` / ``num_features`` or their anchor's length), so that
+    :func:`jaxprobe.generate` needs no ``dim``; a sum of probes on different d raises.
+    ``models`` and ``head``, when both given, say that G depends on x only through those models:
+    ``fn(x) == head(*(model(x) for model in models))`` (``prediction_risky``, ``fixed_label`` without
+    ``param_dist`` and ``model_contrast`` set them, sums and multiples keep them); samplers that exploit
+    the models' structure (``sampler="tree_gibbs"`` for tree ensembles) read them. None: unknown.
     """
 
-    def __init__(self, fn: Callable[[Array], Array], name: str = "probe"):
+    def __init__(self, fn: Callable[[Array], Array], name: str = "probe", *, models: Any = None,
+                 head: Callable[..., Array] | None = None, dim: int | None = None):
         if not callable(fn):
             raise TypeError(f"a probe must be callable, got {type(fn).__name__}")
         self.fn = fn
         self.name = name
+        self.dim: int | None = None if dim is None else check_int(dim, "dim", 1)
+        known = models is not None and head is not None
+        self.models: tuple | None = tuple(models) if known else None
+        self.head: Callable[..., Array] | None = head if known else None
 
     def __call__(self, x: Array) -> Array:
         return self.fn(x)
 
     def __add__(self, other: Any) -> "Probe":
         other = as_probe(other, "the right operand of +")
-        return Probe(lambda x: self.fn(x) + other.fn(x), f"({self.name} + {other.name})")
+        models = head = None
+        if self.head is not None and other.head is not None:
+            split = len(self.models)
+            models = self.models + other.models
+            head = lambda *outputs: self.head(*outputs[:split]) + other.head(*outputs[split:])  # noqa: E731
+        dim = _same_dim(self.dim, other.dim, f"{self.name} + {other.name}")
+        return Probe(lambda x: self.fn(x) + other.fn(x), f"({self.name} + {other.name})", models=models, head=head,
+                     dim=dim)
 
     __radd__ = __add__
 
@@ -81,14 +101,18 @@ class Probe:
                     or jnp.issubdtype(jnp.result_type(scale), jnp.complexfloating):
                 raise TypeError(f"a probe can only be multiplied by a real scalar, got a traced "
                                 f"{jnp.result_type(scale)} of shape {jnp.shape(scale)}")
-            return Probe(lambda x: scale * self.fn(x), f"(traced) * {self.name}")
+            head = None if self.head is None else (lambda *outputs: scale * self.head(*outputs))
+            return Probe(lambda x: scale * self.fn(x), f"(traced) * {self.name}", models=self.models, head=head,
+                         dim=self.dim)
         if isinstance(scale, (jax.Array, np.ndarray, np.generic)) and np.shape(scale) == () \
                 and np.dtype(scale.dtype).kind in "iuf":  # a concrete 0-d array, e.g. a one-cell sweep's weight
             scale = scale.item()
         if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
             raise TypeError(f"a probe can only be multiplied by a real number, got {type(scale).__name__}")
         scale = float(scale)
-        return Probe(lambda x: scale * self.fn(x), f"{scale:g} * {self.name}")
+        head = None if self.head is None else (lambda *outputs: scale * self.head(*outputs))
+        return Probe(lambda x: scale * self.fn(x), f"{scale:g} * {self.name}", models=self.models, head=head,
+                     dim=self.dim)
 
     __rmul__ = __mul__
 
@@ -101,10 +125,35 @@ def as_probe(value: Any, what: str = "probe") -> Probe:
     if isinstance(value, Probe):
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
-        return Probe(lambda x: jnp.zeros((), jnp.result_type(x)), "0")
+        return Probe(lambda x: jnp.zeros((), jnp.result_type(x)), "0", models=(),
+                     head=lambda: jnp.zeros((), jnp.float32))
     if callable(value):
-        return Probe(value, getattr(value, "__name__", "probe"))
+        return Probe(value, getattr(value, "__name__", "probe"), dim=model_dim(value))
     raise TypeError(f"{what} must be a Probe or a callable x -> scalar, got {type(value).__name__}")
+
+
+def model_dim(model: Any) -> int | None:
+    """The number of input features a model states (``n_features_in_``, scikit-learn's name, which
+    :func:`jaxprobe.models.from_sklearn` models carry, or ``num_features``), or None."""
+    for attribute in ("n_features_in_", "num_features"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+            return int(value)
+    return None
+
+
+def _same_dim(first: int | None, second: int | None, what: str) -> int | None:
+    """The d two parts of a probe agree on (None if neither states it); a ValueError if they differ."""
+    if first is not None and second is not None and first != second:
+        raise ValueError(f"{what}: the parts take inputs of different lengths ({first} and {second} features)")
+    return first if first is not None else second
+
+
+def _output_range(model: Any) -> tuple[float, float] | None:
+    """The range a model's outputs are known to lie in: [0, 1] for class probabilities (a model whose
+    ``output`` attribute says ``"probabilities"``, as :func:`jaxprobe.models.from_sklearn` models do),
+    else None (unknown)."""
+    return (0.0, 1.0) if getattr(model, "output", None) == "probabilities" else None
 
 
 def _check_model(model: Any, name: str) -> None:
@@ -167,36 +216,56 @@ def model_contrast(model: Callable, other: Callable, *, loss: str = "cross_entro
     _check_choice("loss", loss, _CONTRAST_LOSSES)
 
     if loss == "similarity":
-        def contrast(x):
-            return jnp.sum(jnp.exp(-((jnp.asarray(model(x)) - jnp.asarray(other(x))) ** 2)))
+        def head(output, other_output):
+            return jnp.sum(jnp.exp(-((jnp.asarray(output) - jnp.asarray(other_output)) ** 2)))
     else:
-        def contrast(x):
-            p = _probabilities(model(x), from_logits)
-            q = _probabilities(other(x), from_logits)
+        def head(output, other_output):
+            p = _probabilities(output, from_logits)
+            q = _probabilities(other_output, from_logits)
             return _classification_loss(loss, _disagreement_target(q), p)
 
-    return Probe(contrast, f"model_contrast[{loss}]")
+    def contrast(x):
+        return head(model(x), other(x))
+
+    return Probe(contrast, f"model_contrast[{loss}]", models=(model, other), head=head,
+                 dim=_same_dim(model_dim(model), model_dim(other), "model_contrast(model, other)"))
 
 
-def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2) -> Probe:
+def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2,
+                     output_range: tuple[float, float] | None = None) -> Probe:
     """Inputs the model is undecided about: ``G(x) = ‖f(x) − α‖_r^r`` (probing paper, Sec. 3).
 
     ``f`` is whatever ``model`` returns (decision function or probabilities);
     ``alpha`` is a scalar or an array broadcastable to the model's output shape.
+    ``output_range``: ``(low, high)`` the model's outputs lie in; α is checked against it
+    (an α outside asks for outputs the model never gives: the loss is then smallest on the
+    range's edge, not at α). Default: ``(0, 1)`` for a model that says it gives probabilities
+    (``model.output == "probabilities"``, as ``from_sklearn`` models do), else unchecked;
+    pass ``output_range=(0, 1)`` for a plain function returning probabilities.
     """
     _check_model(model, "model")
     if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
         raise ValueError(f"r must be a real number >= 1, got {r!r}")
+    if output_range is None:
+        output_range = _output_range(model)
+    elif not (isinstance(output_range, (tuple, list)) and len(output_range) == 2):
+        raise TypeError(f"output_range must be a (low, high) pair, got {output_range!r}")
+    else:
+        output_range = (check_number(output_range[0], "output_range[0]", finite=False),
+                        check_number(output_range[1], "output_range[1]", finite=False))
+        if not output_range[0] < output_range[1]:
+            raise ValueError(f"output_range must have low < high, got {output_range}")
     traced = _is_traced(alpha)
     if traced:  # e.g. α as a sweep's grid axis: checked for finiteness when G is evaluated (NaN if not)
         alpha_array = alpha
     else:
-        alpha_array = np.asarray(alpha, dtype=np.float64)
-        if not np.all(np.isfinite(alpha_array)):
-            raise ValueError(f"alpha must be finite, got {alpha!r}")
+        alpha_array = as_float_array(alpha, "alpha")
+        if output_range is not None and np.any((alpha_array < output_range[0]) | (alpha_array > output_range[1])):
+            raise ValueError(f"alpha must lie in the model's output range [{output_range[0]:g}, "
+                             f"{output_range[1]:g}], got {alpha!r}")
 
-    def risky(x):
-        output = jnp.asarray(model(x))
+    def head(output):
+        output = jnp.asarray(output)
         if alpha_array.ndim > output.ndim or any(
                 a not in (1, o) for a, o in zip(alpha_array.shape[::-1], output.shape[::-1])):
             raise ValueError(f"alpha of shape {alpha_array.shape} does not match the model output shape {output.shape}")
@@ -205,7 +274,10 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2) -> Prob
             value = jnp.where(jnp.all(jnp.isfinite(alpha_array)), value, jnp.nan)
         return value
 
-    return Probe(risky, f"prediction_risky[r={r:g}]")
+    def risky(x):
+        return head(model(x))
+
+    return Probe(risky, f"prediction_risky[r={r:g}]", models=(model,), head=head, dim=model_dim(model))
 
 
 def _stacked_parameter_draws(param_dist: Any) -> tuple[Any, Any]:
@@ -268,9 +340,7 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
             raise TypeError(f"target must be real, got a traced {target.dtype}")
         is_class_index = jnp.issubdtype(target.dtype, jnp.integer) and target.ndim == 0
     else:
-        target_array = np.asarray(target)
-        if not np.all(np.isfinite(target_array.astype(np.float64))):
-            raise ValueError(f"target must be finite, got {target!r}")
+        target_array = _as_target(target)
         is_class_index = np.issubdtype(target_array.dtype, np.integer) and target_array.ndim == 0
         if is_class_index and target_array < 0:
             raise ValueError(f"target class index must be >= 0, got {int(target_array)}")
@@ -308,13 +378,24 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     if param_dist is None:
         def fixed(x):
             return one_model_loss(model(x))
-    else:
-        draws, _ = _stacked_parameter_draws(param_dist)
 
-        def fixed(x):
-            return jnp.mean(jax.vmap(lambda params: one_model_loss(model(params, x)))(draws))
+        return Probe(fixed, f"fixed_label[{loss}]", models=(model,), head=one_model_loss, dim=model_dim(model))
+    draws, _ = _stacked_parameter_draws(param_dist)
+
+    def fixed(x):
+        return jnp.mean(jax.vmap(lambda params: one_model_loss(model(params, x)))(draws))
 
     return Probe(fixed, f"fixed_label[{loss}]")
+
+
+def _as_target(target: Any) -> np.ndarray:
+    """A concrete ``fixed_label`` target: a class index (an int or an integer array) as is; anything else (a
+    list, a DataFrame row, ...) as finite float64 values; strings and bools are refused, naming ``target``."""
+    if isinstance(target, numbers.Integral) and not isinstance(target, (bool, np.bool_)):
+        return np.asarray(target)
+    if isinstance(target, (np.ndarray, jax.Array)) and np.dtype(target.dtype).kind in "iu":
+        return np.asarray(target)
+    return as_float_array(target, "target")
 
 
 def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
@@ -325,13 +406,13 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
     """
     # A traced anchor or weights (e.g. a sweep's grid axis) are checked when R is evaluated: NaN if invalid.
     traced_anchor, traced_weights = _is_traced(anchor), _is_traced(weights)
-    anchor_array = anchor if traced_anchor else np.asarray(anchor, dtype=np.float64)
+    anchor_array = anchor if traced_anchor else as_float_array(anchor, "anchor", finite=False)
     if anchor_array.ndim != 1 or not (traced_anchor or np.all(np.isfinite(anchor_array))):
         raise ValueError(f"anchor must be a finite vector (d,), got shape {anchor_array.shape}")
     if weights is None:
         weight_array = np.ones(anchor_array.shape)
     else:
-        weight_array = weights if traced_weights else np.asarray(weights, dtype=np.float64)
+        weight_array = weights if traced_weights else as_float_array(weights, "weights", finite=False)
         if weight_array.shape != anchor_array.shape:
             raise ValueError(f"weights must have the anchor's shape {anchor_array.shape}, got {weight_array.shape}")
         if not traced_weights and (not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0)):
@@ -350,4 +431,4 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
             value = jnp.where(valid, value, jnp.nan)
         return value
 
-    return Probe(localizer, f"localize[r={r:g}]")
+    return Probe(localizer, f"localize[r={r:g}]", dim=int(anchor_array.shape[0]))

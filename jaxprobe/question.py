@@ -39,11 +39,16 @@ from jaxprobe.types import Array, PRNGKey
 __all__ = ["Question", "infer_dim"]
 
 
-def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constraints: Any = None) -> int:
+def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constraints: Any = None,
+              probe: Any = None) -> int:
     """The number of features d, from whatever states it; a ValueError when nothing does or they disagree.
 
-    Sources: ``dim``; ``init`` ``(num_chains, d)``; a prior with a ``mean`` ``(d,)``;
-    a ``Box`` over all features whose bounds are ``(d,)`` arrays.
+    Sources: ``dim``; ``init`` ``(num_chains, d)`` (an array, a DataFrame or a nested list);
+    a prior with a ``mean`` ``(d,)``; a ``Box`` over all features whose bounds are ``(d,)``
+    values; a list of constraints that states its ``dim`` (:func:`jaxprobe.constraints.from_dataset`
+    builds one from a data set); a probe that knows its input length (``Probe.dim``: from a
+    model's ``n_features_in_``, e.g. a :func:`jaxprobe.models.from_sklearn` import, or a
+    ``localize`` anchor).
     """
     stated: dict[str, int] = {}
     if dim is not None:
@@ -61,14 +66,23 @@ def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constrain
     if isinstance(constraints, Restriction):
         stated["constraints"] = constraints.dim
         constraints = None
-    for constraint in (constraints if isinstance(constraints, (list, tuple)) else [constraints]):
+    listed = getattr(constraints, "dim", None)
+    if isinstance(listed, numbers.Integral) and not isinstance(listed, bool):
+        stated["constraints (from the data set)"] = int(listed)
+    for number, constraint in enumerate(constraints if isinstance(constraints, (list, tuple)) else [constraints]):
         if getattr(constraint, "indices", 0) is None:  # a Box over all features
-            for bound in (constraint.low, constraint.high):
+            for side in ("low", "high"):
+                bound = getattr(constraint, side)
                 if np.ndim(bound) == 1:
-                    stated.setdefault("constraints", int(np.size(bound)))
+                    stated.setdefault(f"constraints[{number}] ({type(constraint).__name__}) {side}",
+                                      int(np.size(bound)))
+    probe_dim = getattr(probe, "dim", None)
+    if probe_dim is not None:
+        stated["probe"] = int(probe_dim)
     if not stated:
         raise ValueError("the number of features is not known: pass init (num_chains, d), dim=d, "
-                         "a prior with a mean (d,) or Box bounds of shape (d,)")
+                         "a prior with a mean (d,), Box bounds of shape (d,), or a probe of a model with "
+                         "n_features_in_")
     if len(set(stated.values())) > 1:
         raise ValueError("the number of features disagrees between "
                          + ", ".join(f"{name} ({value})" for name, value in stated.items()))
@@ -108,7 +122,7 @@ class Question:
             raise TypeError(f"prior must be callable or None, got {type(prior).__name__}")
         self.prior = prior
         self._gibbs = gibbs(self.probe.fn, self.temperature, prior)  # −G(x)/τ + log prior(x): the one formula
-        self.dim = infer_dim(dim=dim, init=init, prior=prior, constraints=constraints)
+        self.dim = infer_dim(dim=dim, init=init, prior=prior, constraints=constraints, probe=self.probe)
         self.restriction: Restriction = (constraints if isinstance(constraints, Restriction)
                                          else restriction(constraints, self.dim))
         self.logdensity = _Part(self, "target")

@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any, Callable
 
 import jax
 
+from jaxprobe._inputs import check_number
 from jaxprobe.types import ArrayTree, LogDensityFn
 
 __all__ = ["gibbs", "check_temperature"]
 
 
 def check_temperature(temperature: Any) -> float:
-    """``temperature`` as a float, or a ValueError/TypeError naming it."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (numbers.Real,)):
-        try:
-            temperature = float(temperature)  # 0-d NumPy/JAX arrays
-        except (TypeError, ValueError):
-            raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}") from None
-    temperature = float(temperature)
-    if not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-    return temperature
+    """``temperature`` as a float (a real number or a 0-d array; not a bool or a string), or a
+    TypeError/ValueError naming it."""
+    return check_number(temperature, "temperature", minimum=0.0, exclusive_minimum=True)
 
 
 def gibbs(G: Callable[[ArrayTree], jax.Array], temperature: float, prior: Callable | None = None) -> LogDensityFn:

@@ -44,7 +44,11 @@ def _assert_raises_without_compiling(compile_counter, error, match, **kwargs):
         ({"step_size": 0.0}, ValueError, "step_size must be finite and > 0"),
         ({"step_size": -0.1}, ValueError, "step_size must be finite and > 0"),
         ({"step_size": np.ones(5)}, ValueError, r"step_size must be a scalar or have shape \(8,\)"),
-        ({"initial_positions": np.zeros((8, 3), np.int32)}, TypeError, "must be floating point"),
+        ({"initial_positions": np.zeros((8, 3), bool)}, TypeError, "must hold real numbers"),
+        ({"initial_positions": np.zeros((8, 3), complex)}, TypeError, "must hold real numbers"),
+        ({"step_size": "0.1"}, TypeError, "step_size must be numeric"),
+        ({"step_size": True}, TypeError, "step_size must be numeric"),
+        ({"target_acceptance_rate": "0.5"}, TypeError, "target_acceptance_rate must be a real number"),
         ({"initial_positions": np.array(1.0)}, ValueError, "must have a leading chain axis"),
         ({"initial_positions": np.full((8, 3), np.nan)}, ValueError, "contains NaN or inf"),
         ({"initial_positions": np.full((8, 3), np.inf)}, ValueError, "contains NaN or inf"),
@@ -313,11 +317,14 @@ def test_float64_when_x64_enabled(tmp_path):
     assert "ok" in out.stdout
 
 
-def test_float64_input_without_x64_is_rejected():
+def test_float64_input_without_x64_runs_in_float32():
+    """NumPy's float64 (and ints) are cast to the working dtype, as jnp.asarray does (issue 15)."""
     if jax.config.jax_enable_x64:
         pytest.skip("x64 is on in this process")
-    with pytest.raises(TypeError, match="float64 but jax_enable_x64 is off"):
-        jaxprobe.sample(0, std_normal, _init().astype(np.float64), progress=False)
+    for init in (_init().astype(np.float64), np.round(_init()).astype(np.int64)):
+        result = jaxprobe.sample(0, std_normal, init, num_samples=5, num_warmup=5, progress=False,
+                                 convergence="ignore")
+        assert result.positions.dtype == np.float32
 
 
 # ---------------------------------------------------------------- interrupted runs

@@ -197,11 +197,11 @@ def test_generate_prediction_risky_concentrates_at_the_boundary():
 def test_generate_validates_before_sampling():
     with pytest.raises(ValueError, match="temperature must be finite and > 0"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=0.0, num_chains=4, num_samples=5, dim=2)
-    with pytest.raises(ValueError, match="number of features is not known"):
-        jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=1.0, num_chains=4, num_samples=5)
+    with pytest.raises(ValueError, match="number of features is not known"):  # a plain function states no d
+        jaxprobe.generate(0, lambda x: jnp.sum(x**2), temperature=1.0, num_chains=4, num_samples=5)
     with pytest.raises(ValueError, match="init breaks a Fixed constraint"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=1.0, num_chains=2, num_samples=5,
                           init=np.zeros((2, 2), np.float32), constraints=Fixed([0], [1.0]))
-    with pytest.raises(ValueError, match="strictly inside the Box"):
+    with pytest.raises(ValueError, match=r"outside the Box bounds .* row 0, feature 0"):
         jaxprobe.generate(0, probes.localize(np.zeros(2)), temperature=1.0, num_chains=2, num_samples=5,
-                          init=np.zeros((2, 2), np.float32), constraints=Box(0.0, 1.0))
+                          init=np.full((2, 2), -0.5, np.float32), constraints=Box(0.0, 1.0))

@@ -114,22 +114,25 @@ def test_callback_is_called_once_per_step_for_all_chains_and_classes():
     assert model.num_calls == len(calls)
 
 
-def test_pipeline_falls_back_to_callback_and_gradient_samplers_are_refused():
+def test_unsupported_pipeline_falls_back_to_callback_and_gradient_samplers_are_refused():
+    """A Pipeline of supported steps is imported as pure JAX (differentiable); one with a step from_sklearn
+    cannot copy runs as a black box through the callback, where gradient samplers are refused."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
     x, y = GROUND_TRUTH.sample(0, 200)
-    pipeline = make_pipeline(StandardScaler(), LogisticRegression()).fit(x, y)
+    supported = make_pipeline(StandardScaler(), LogisticRegression()).fit(x, y)
+    imported = R.as_classifier(supported)
+    assert isinstance(imported, R.JaxClassifier) and imported.differentiable
+    np.testing.assert_allclose(np.asarray(imported.probabilities(jnp.asarray(x[:5], jnp.float32))),
+                               supported.predict_proba(x[:5]), atol=1e-5)
+    pipeline = make_pipeline(PolynomialFeatures(2), LogisticRegression(max_iter=1000)).fit(x, y)
     classifier = R.as_classifier(pipeline)
     assert isinstance(classifier, R.BlackBoxClassifier)
     np.testing.assert_allclose(classifier.probabilities(x[:5]), pipeline.predict_proba(x[:5]))
     with pytest.raises(ValueError, match="sampler='rwmh'"):
         R.reconstruct(0, pipeline, GROUND_TRUTH.prior(), sampler="mala")
-    imported = R.as_classifier(LogisticRegression().fit(x, y))
-    assert isinstance(imported, R.JaxClassifier) and imported.differentiable
-    np.testing.assert_allclose(np.asarray(imported.probabilities(jnp.asarray(x[:5], jnp.float32))),
-                               LogisticRegression().fit(x, y).predict_proba(x[:5]), atol=1e-5)
 
 
 def test_bad_arguments_raise_before_compiling():

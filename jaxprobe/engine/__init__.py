@@ -1,17 +1,22 @@
 """The sampling engine: BlackJAX kernels over many chains in one compiled program.
 
-``sample`` is the convenient entry point; ``init`` / ``warmup`` / ``run`` are the
-pure functional core for use inside a user's own ``jax.jit`` or ``lax.scan``.
+``sample`` is the convenient entry point; ``init`` / ``warmup`` (``adapt``) / ``run`` are the
+pure functional core for use inside a user's own ``jax.jit`` or ``lax.scan``. Every sampler
+is a :class:`Kernel` with an :class:`Adaptation` (:mod:`jaxprobe.engine.protocols`), named
+in one registry (:mod:`jaxprobe.engine.registry`: ``known_samplers``, ``make_kernel``,
+``register_sampler``). One switch, ``numerics="reproducible" | "fast"``, holds every
+batch-invariance and platform-specific speed device (:mod:`jaxprobe.engine.numerics`).
 """
 
-from jaxprobe.engine.api import (canonicalize_key, chain_sharding, known_sampler_starts_at_target, known_samplers,
-                                 make_kernel, sample)
+from jaxprobe.engine.api import canonicalize_key, chain_sharding, sample
+from jaxprobe.engine.chees import ChEESAdaptation, chees_warmup
 from jaxprobe.engine.core import (
     EngineState,
     RunStats,
     Trace,
     WarmupState,
-    chees_warmup,
+    WindowAdaptation,
+    adapt,
     default_parameters,
     init,
     run,
@@ -21,7 +26,11 @@ from jaxprobe.engine.core import (
     warmup_run,
     warmup_schedule,
 )
-from jaxprobe.engine.kernels import HMC, MALA, NUTS, RWMH, SAMPLERS, SMC, ChEES, StepInfo
+from jaxprobe.engine.kernels import HMC, MALA, NUTS, RWMH, SMC, ChEES, GradientKernel, StepInfo, ValueKernel
+from jaxprobe.engine.numerics import FAST, REPRODUCIBLE, Numerics, numerics_field
+from jaxprobe.engine.protocols import Adaptation, Kernel
+from jaxprobe.engine.registry import (SAMPLERS, known_sampler_starts_at_target, known_samplers, make_kernel,
+                                      register_sampler, unregister_sampler)
 from jaxprobe.engine.samples import Samples, Summary
 
 __all__ = [
@@ -39,9 +48,18 @@ __all__ = [
     "warmup_run",
     "warmup_final",
     "warmup_schedule",
+    "adapt",
     "chees_warmup",
+    "WindowAdaptation",
+    "ChEESAdaptation",
+    "Kernel",
+    "Adaptation",
+    "GradientKernel",
+    "ValueKernel",
     "default_parameters",
     "make_kernel",
+    "register_sampler",
+    "unregister_sampler",
     "known_samplers",
     "known_sampler_starts_at_target",
     "canonicalize_key",
@@ -54,4 +72,8 @@ __all__ = [
     "ChEES",
     "SMC",
     "StepInfo",
+    "Numerics",
+    "REPRODUCIBLE",
+    "FAST",
+    "numerics_field",
 ]

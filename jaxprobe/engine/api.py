@@ -17,9 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.engine import core
-from jaxprobe.engine.kernels import SAMPLERS
+from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
+from jaxprobe.engine.registry import known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import assess, check_policy, report
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
@@ -30,25 +32,7 @@ __all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "kn
 STEP_SIZE_MODES = ("per_chain", "shared")
 
 
-def known_samplers() -> tuple[str, ...]:
-    """Names accepted by ``sample(..., sampler=NAME)``."""
-    return tuple(SAMPLERS)
-
-
-def known_sampler_starts_at_target(sampler: str) -> bool:
-    """Whether ``sampler`` draws its chains' starting points from the target itself (sequential Monte Carlo),
-    so that user-given starting points are not used and chains need not mix between modes."""
-    return bool(getattr(SAMPLERS.get(sampler), "starts_at_target", False))
-
-
-def make_kernel(sampler: str, **options: Any):
-    """The kernel configuration for a sampler name; unknown names raise ``ValueError``."""
-    if not isinstance(sampler, str) or sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}")
-    try:
-        return SAMPLERS[sampler](**options)
-    except TypeError as error:
-        raise TypeError(f"sampler_options for {sampler!r}: {error}") from None
+# known_samplers, known_sampler_starts_at_target and make_kernel: the registry's (jaxprobe.engine.registry).
 
 
 def canonicalize_key(rng_key: Any) -> PRNGKey:
@@ -124,15 +108,35 @@ class _FlatLogDensity:
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return check_int(value, name, minimum)
+
+
+def check_settings(*, num_samples: Any, num_warmup: Any, thin: Any = 1, chunk_size: Any = None,
+                   step_size_mode: Any = "per_chain", target_acceptance_rate: Any = None, step_size: Any = None,
+                   num_chains: int | None = None) -> tuple[int, int, int, int | None, float | None]:
+    """:func:`sample`'s run settings checked (a TypeError/ValueError naming the argument), for callers that
+    must refuse them before compiling anything of their own (``generate`` draws starting points first).
+    Returns ``(num_samples, num_warmup, thin, chunk_size, target_acceptance_rate)``; ``step_size`` is
+    checked when ``num_chains`` is given (a positive number or one per chain)."""
+    num_samples = _check_int("num_samples", num_samples, 1)
+    num_warmup = _check_int("num_warmup", num_warmup, 0)
+    thin = _check_int("thin", thin, 1)
+    if chunk_size is not None:
+        chunk_size = _check_int("chunk_size", chunk_size, 1)
+    if step_size_mode not in STEP_SIZE_MODES:
+        raise ValueError(f"step_size_mode must be one of {STEP_SIZE_MODES}, got {step_size_mode!r}")
+    if target_acceptance_rate is not None:
+        target_acceptance_rate = check_number(target_acceptance_rate, "target_acceptance_rate", minimum=0.0,
+                                              maximum=1.0, exclusive_minimum=True, exclusive_maximum=True)
+    if step_size is not None and num_chains is not None:
+        _check_positive_array("step_size", step_size, num_chains, np.float64)
+    if step_size is None and num_warmup == 0:
+        raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
+    return num_samples, num_warmup, thin, chunk_size, target_acceptance_rate
 
 
 def _check_positive_array(name: str, value: Any, num_chains: int, dtype: Any, trailing: tuple[int, ...] = ()) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
+    array = as_float_array(value, name, finite=False)  # numbers only: a string "0.1" or True is refused
     allowed = {(), (num_chains,) + trailing} | ({trailing} if trailing else set())
     if array.shape not in allowed:
         raise ValueError(
@@ -155,8 +159,8 @@ def _check_positions(initial_positions: ArrayTree) -> tuple[int, Any]:
             raise TypeError(f"{where} must be an array, got {type(leaf).__name__}")
         if leaf.ndim < 1:
             raise ValueError(f"{where} must have a leading chain axis (shape (num_chains, ...)), got a scalar")
-        if not jnp.issubdtype(leaf.dtype, jnp.floating):
-            raise TypeError(f"{where} must be floating point (float32 or float64), got dtype {leaf.dtype}")
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):  # as_positions cast numbers already: not numbers
+            raise TypeError(f"{where} must hold real numbers (floats or ints), got dtype {leaf.dtype}")
         if num_chains is None:
             num_chains = leaf.shape[0]
         elif leaf.shape[0] != num_chains:
@@ -172,10 +176,7 @@ def _check_positions(initial_positions: ArrayTree) -> tuple[int, Any]:
             raise ValueError(f"{where} contains NaN or inf (chains {bad[:10].tolist()})")
     if len(dtypes) > 1:
         raise TypeError(f"initial_positions leaves must share one dtype, got {sorted(map(str, dtypes))}")
-    dtype = dtypes.pop()
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        raise TypeError("initial_positions is float64 but jax_enable_x64 is off: enable it or pass float32")
-    return num_chains, dtype
+    return num_chains, dtypes.pop()
 
 
 def _check_logdensity(logdensity_fn: Any, layout: _Layout, dtype: Any) -> None:
@@ -255,20 +256,27 @@ def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace=Non
     return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace)
 
 
-@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "target", "shared"))
-def _warmup_chunk(rng_key, warmup_state, kernel, logdensity_fn, is_slow, is_window_end, target, shared):
-    return core.warmup_run(rng_key, warmup_state, kernel, logdensity_fn, is_slow, is_window_end, target, shared)
+@partial(jax.jit, static_argnames=("adaptation", "logdensity_fn"))
+def _adapt_init(adaptation, state, logdensity_fn):
+    """``adaptation.init`` (any :class:`~jaxprobe.engine.protocols.Adaptation`)."""
+    return adaptation.init(state, logdensity_fn)
 
 
-@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_steps", "target"))
-def _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target):
-    return core.chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size, target)
+@partial(jax.jit, static_argnames=("adaptation", "logdensity_fn"))
+def _adapt_update(rng_key, adaptation_state, adaptation, logdensity_fn, schedule):
+    """``adaptation.update`` on one chunk of its schedule (one program per chunk length)."""
+    return adaptation.update(rng_key, adaptation_state, logdensity_fn, schedule)
+
+
+@partial(jax.jit, static_argnames=("adaptation",))
+def _adapt_final(adaptation, adaptation_state):
+    return adaptation.final(adaptation_state)
 
 
 def compiled_program_count() -> int:
     """How many programs the engine's jitted pieces hold (grows by the programs a call compiled)."""
     return sum(getattr(function, "_cache_size", lambda: 0)()  # a wrapped (test-patched) piece counts 0
-               for function in (_init, _run_chunk, _warmup_chunk, _chees_warmup))
+               for function in (_init, _run_chunk, _adapt_init, _adapt_update, _adapt_final))
 
 
 class _Difference:
@@ -309,8 +317,6 @@ def _tempering_split(logdensity_fn: Any, reference: Any, layout: _Layout) -> tup
 
 def _smc_start(rng_key, smc, reference, tilt, layout, num_chains, dtype, sharding):
     """Particles of a tempered SMC run from the reference to the target, placed like chains."""
-    from jaxprobe.engine.smc import tempered_smc
-
     key_reference, key_tempering = jax.random.split(rng_key)
     drawn = reference.logdensity_fn.sample(key_reference, num_chains)
     drawn = jax.tree.map(lambda leaf: np.asarray(leaf), drawn)
@@ -325,9 +331,7 @@ def _smc_start(rng_key, smc, reference, tilt, layout, num_chains, dtype, shardin
         raise ValueError(f"reference.sample(rng_key, {num_chains}) returned {flat.shape[1:]} coordinates per draw, "
                          f"the target has {layout.dim}")
     particles = _to_device(flat.astype(dtype), sharding)
-    result = tempered_smc(key_tempering, reference, tilt, particles, kernel=smc.kernel,
-                          num_mcmc_steps=smc.num_mcmc_steps, target_ess=smc.target_ess, max_stages=smc.max_stages,
-                          num_groups=smc.groups(num_chains), num_integration_steps=smc.num_integration_steps)
+    result = smc.start(key_tempering, reference, tilt, particles)
     return _to_device(_to_host(result.particles), sharding), jax.tree.map(_to_host, result)
 
 
@@ -396,6 +400,7 @@ def sample(
     checkpoint: str | os.PathLike | None = None,
     reference: Any = None,
     convergence: str = "warn",
+    numerics: str | None = None,
 ) -> Samples:
     """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
 
@@ -403,7 +408,8 @@ def sample(
     ----------
     rng_key
         A ``jax.random.key`` or an int seed. The same key gives bit-identical
-        samples for any ``chunk_size`` and any number of devices.
+        samples for any ``chunk_size``, and with ``numerics="reproducible"`` (the
+        default on CPU) for any number of devices.
     logdensity_fn
         Log density of ONE position (a pytree like one chain of
         ``initial_positions``) → scalar. Build one from a probe with
@@ -411,18 +417,23 @@ def sample(
         compiled program across calls.
     initial_positions
         Array ``(C, *event_shape)`` or a pytree whose leaves share the leading
-        chain axis C. Floating point (float32 by default; float64 needs
-        ``jax_enable_x64``), finite.
+        chain axis C; finite. NumPy/JAX arrays, a pandas DataFrame ``(C, d)`` or a
+        nested list are accepted, cast to the working dtype as JAX does: float64
+        (NumPy's and pandas' default) runs in float32 unless ``jax_enable_x64`` is
+        on; float32 stays float32; ints become floats; float16/bfloat16 are
+        computed in float32 (see :mod:`jaxprobe._inputs`).
     sampler
         ``"mala"`` (default), ``"hmc"``, ``"nuts"``, ``"rwmh"`` (gradient-free) or
         ``"chees"`` (jittered HMC with cross-chain ChEES adaptation: the choice
-        for hundreds of chains).
+        for hundreds of chains), ``"smc"`` (chains started by sequential Monte
+        Carlo), or a sampler added with :func:`jaxprobe.register_sampler`
+        (:func:`jaxprobe.engine.known_samplers` lists them all).
     num_samples, num_warmup, thin
         Kept draws per chain; warmup (adaptation or burn-in) transitions;
         transitions per kept draw. A run makes ``num_warmup + num_samples * thin``
         transitions but stores only ``num_samples`` draws per chain.
     step_size
-        ``None``: adapted during warmup by dual averaging towards
+        A number (not a string or a bool) or ``None``: adapted during warmup by dual averaging towards
         ``target_acceptance_rate`` (and a diagonal inverse mass matrix for
         hmc/nuts, Stan's windows). A scalar or ``(C,)`` array: used as given, no
         adaptation (warmup transitions are then plain burn-in).
@@ -446,7 +457,11 @@ def sample(
         Devices to shard chains over (default: all of ``jax.devices()``).
     sampler_options
         Extra kernel options, e.g. ``{"num_integration_steps": 20}`` for hmc,
-        ``{"max_num_doublings": 8}`` for nuts.
+        ``{"max_num_doublings": 8}`` for nuts. Checked like keyword arguments
+        before anything compiles: an unknown name raises ``TypeError`` listing
+        the sampler's options, a wrong type ``TypeError`` and a value out of
+        range ``ValueError`` (the kernel's fields declare both,
+        :mod:`jaxprobe.engine.options`).
     checkpoint
         A ``.npz`` path. After warmup and after every chunk, the engine state is
         written there and that chunk's draws beside it (``<path>.draws/<first
@@ -470,6 +485,20 @@ def sample(
         (default) issues a :class:`jaxprobe.ConvergenceWarning` with the next step,
         ``"error"`` raises :class:`jaxprobe.ConvergenceError` (for pipelines),
         ``"ignore"`` only records it.
+    numerics
+        The numerics policy (:mod:`jaxprobe.engine.numerics`). ``"reproducible"``:
+        the same key gives bit-identical draws for any number of devices and any
+        ``chunk_size`` (per-chain random streams from an unrolled Threefry hash, sums
+        over chains by a fixed pairwise tree, no multiply-add contraction across
+        them; also the fastest choice on CPU, where JAX's own Threefry is a rolled
+        loop). ``"fast"``: plain ``jax.random``, ``jnp.sum``/``jnp.mean`` and XLA's
+        own reductions, BlackJAX's ChEES adaptation: the same distribution,
+        deterministic for a fixed key and set of devices, not bit-identical across
+        device counts. ``None`` (default): per platform, ``"reproducible"`` when the
+        run's ``devices`` are CPUs, ``"fast"`` on GPUs and TPUs.
+        ``Samples.numerics`` records the mode used. Any other value raises
+        (``TypeError`` for a non-string, ``ValueError`` for an unknown name) before
+        anything compiles.
 
     Returns
     -------
@@ -477,20 +506,16 @@ def sample(
         ``positions`` with axes ``(chain, draw, ...)`` and per-chain diagnostics.
     """
     rng_key = canonicalize_key(rng_key)
-    kernel = make_kernel(sampler, **(sampler_options or {}))
+    kernel = make_kernel(sampler, sampler_options)
     check_policy(convergence)
+    check_numerics(numerics)
     smc = kernel if getattr(kernel, "starts_at_target", False) else None
     if smc is None and reference is not None:
         raise ValueError(f"reference is only used by sampler='smc', not {sampler!r}")
-    num_samples = _check_int("num_samples", num_samples, 1)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    thin = _check_int("thin", thin, 1)
-    if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
-    if step_size_mode not in STEP_SIZE_MODES:
-        raise ValueError(f"step_size_mode must be one of {STEP_SIZE_MODES}, got {step_size_mode!r}")
-    if target_acceptance_rate is not None and not 0.0 < float(target_acceptance_rate) < 1.0:
-        raise ValueError(f"target_acceptance_rate must be in (0, 1), got {target_acceptance_rate}")
+    num_samples, num_warmup, thin, chunk_size, target_acceptance_rate = check_settings(
+        num_samples=num_samples, num_warmup=num_warmup, thin=thin, chunk_size=chunk_size,
+        step_size_mode=step_size_mode, target_acceptance_rate=target_acceptance_rate, step_size=step_size)
+    initial_positions = as_positions(initial_positions)
     num_chains, dtype = _check_positions(initial_positions)
     layout = _Layout(initial_positions)
     _check_logdensity(logdensity_fn, layout, dtype)
@@ -509,6 +534,8 @@ def sample(
 
     flat_logdensity = _FlatLogDensity(logdensity_fn, layout)
     sharding = chain_sharding(num_chains, devices)
+    policy = resolve_numerics(numerics, sharding.mesh.devices.flat)  # None: decided by the run's devices
+    kernel = with_numerics(kernel, policy)
     positions = _to_device(layout.flatten_chains(initial_positions).astype(dtype), sharding)
     parameters = core.default_parameters(kernel, num_chains, layout.dim, dtype, step_size, inverse_mass_matrix)
     parameters = jax.tree.map(lambda p: _to_device(np.asarray(p), sharding), parameters)
@@ -542,7 +569,7 @@ def sample(
         # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
         draws = _HostDraws(num_samples, num_chains, layout.dim, dtype)
         if resumed is None:
-            state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt, positions,
+            state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt,
                                 target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
             stats_sum = None
             if writer is not None:
@@ -608,6 +635,7 @@ def sample(
         inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
         if "inverse_mass_matrix" in state.parameters else None,
         chains_start_at_target=smc_result is not None and bool(smc_result.info.reached_target),
+        numerics=policy.mode,
         **evidence,
     )
     result = dataclasses.replace(result, verdict=assess(result))
@@ -833,13 +861,13 @@ def _collect(pending, draws, stats_sum, bar, free_buffers):
     return {name: stats_sum[name] + host[name] for name in _STAT_FIELDS}
 
 
-def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, positions, target, shared, chunk_size, bar):
+def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, target, shared, chunk_size, bar):
+    """Warmup of ``num_warmup`` steps: the kernel's adaptation (``adapt``), else burn-in with fixed parameters.
+
+    The adaptation runs in chunks of ``chunk_size`` steps (default: about 10 chunks) when it is
+    ``splittable``, else in one call; the progress bar advances after each.
+    """
     if num_warmup == 0:
-        return state
-    if getattr(kernel, "cross_chain_warmup", False) and adapt:
-        state, acceptance = _chees_warmup(rng_key, positions, kernel, logdensity_fn, num_warmup,
-                                          float(kernel.initial_step_size(positions.shape[1])), target)
-        bar.update(num_warmup, float(np.mean(_to_host(acceptance))), "warmup")
         return state
     steps_per_chunk = chunk_size or max(1, math.ceil(num_warmup / 10))
     if not adapt:  # fixed parameters: warmup is burn-in, draws discarded
@@ -848,13 +876,13 @@ def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, positi
             state, _, stats = _run_chunk(rng_key, state, kernel, logdensity_fn, 1, steps)
             bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
         return core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
-    is_slow, is_window_end = core.warmup_schedule(kernel, num_warmup)
-    warmup_state = core.warmup_init(state, kernel, target, shared)
+    adaptation = kernel.adaptation(target, shared)
+    schedule = adaptation.schedule(num_warmup)
+    adaptation_state = _adapt_init(adaptation, state, logdensity_fn)
     start = 0
-    for steps in _chunks(num_warmup, steps_per_chunk):
-        warmup_state, stats = _warmup_chunk(rng_key, warmup_state, kernel, logdensity_fn,
-                                            jnp.asarray(is_slow[start:start + steps]),
-                                            jnp.asarray(is_window_end[start:start + steps]), target, shared)
+    for steps in _chunks(num_warmup, steps_per_chunk) if adaptation.splittable else [num_warmup]:
+        chunk = jax.tree.map(lambda inputs: jnp.asarray(inputs[start:start + steps]), schedule)
+        adaptation_state, stats = _adapt_update(rng_key, adaptation_state, adaptation, logdensity_fn, chunk)
         start += steps
         bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "warmup")
-    return core.warmup_final(warmup_state)
+    return _adapt_final(adaptation, adaptation_state)

@@ -1,20 +1,34 @@
-"""ChEES warmup with batch-invariant cross-chain statistics.
+"""ChEES warmup: BlackJAX's ``chees_adaptation`` as an :class:`~jaxprobe.engine.protocols.Adaptation`.
 
 ChEES (Hoffman, Radul & Sountsov 2021, "An Adaptive MCMC Scheme for Setting
 Trajectory Lengths in Hamiltonian Monte Carlo") tunes jittered HMC from the
-ensemble of all chains. This is BlackJAX's ``chees_adaptation``
-(``blackjax/adaptation/chees_adaptation.py``, version 1.7) step for step, with
-one change: every reduction over chains is the engine's fixed pairwise tree
-:func:`jaxprobe.engine.core.chain_sum`, never ``jnp.sum``/``jnp.mean``/a
-matmul over the chain axis. A plain reduction over a sharded chain axis is
-split into per-device partial sums plus an all-reduce, so its rounding (and,
-fed back through the adaptation, the adapted parameters) depends on the device
-count; the tree gives the same bits on one device or many. The values that
-enter and leave these sums are also materialized (:func:`_materialize`) so that
-XLA cannot fuse a multiply into a following add as an FMA in one program and
-not in the other. Result: the adapted parameters, and so the draws, are
-bit-identical for 1 and 4 devices (``tests/test_engine_devices.py``, 64 chains;
-with fewer than 2 warmup steps XLA folds the scan away and this is not ensured).
+ensemble of all chains. :class:`ChEESAdaptation` runs BlackJAX's
+``chees_adaptation`` (``blackjax/adaptation/chees_adaptation.py``, version 1.7)
+step by step, with jaxprobe's per-step keys ``fold_in(rng_key, t)`` and chunked
+warmup, under the kernel's numerics policy (:mod:`jaxprobe.engine.numerics`):
+
+- ``numerics="fast"``: BlackJAX's own pieces: its per-step update (``base``: dual
+  averaging, the ChEES gradient, Adam), ``cgl_update_batch`` for the pooled moments,
+  and its slow-direction length floor (power iteration, ``_recompute_eig_state``,
+  ``_apply_length_floor``). Its sums over chains are ``jnp.sum``/``jnp.mean``/a matmul.
+- ``numerics="reproducible"``: the same update written out here (:func:`_update`,
+  :func:`_merge`, :func:`_lambda_max`) with one change: every reduction over chains
+  is the fixed pairwise tree :meth:`Numerics.chain_sum
+  <jaxprobe.engine.numerics.Numerics.chain_sum>`, never ``jnp.sum``/``jnp.mean``/a
+  matmul over the chain axis. A plain reduction over a sharded chain axis is split
+  into per-device partial sums plus an all-reduce, so its rounding (and, fed back
+  through the adaptation, the adapted parameters) depends on the device count; the
+  tree gives the same bits on one device or many. The values that enter and leave
+  these sums also pass :meth:`~jaxprobe.engine.numerics.Numerics.fma_barrier`, so that
+  XLA cannot fuse a multiply into a following add as an FMA in one program and not in
+  the other. Result: the adapted parameters, and so the draws, are bit-identical for 1
+  and 4 devices (``tests/test_engine_devices.py``, 64 chains; with fewer than 2 warmup
+  steps XLA folds the scan away and this is not ensured). This re-implementation is
+  kept for that promise only; both modes adapt to the same values up to Monte-Carlo
+  noise (``tests/test_engine_chees.py``, ``tests/test_numerics.py``). Its price on CPU
+  (2 cores, the D = 30 MLP target of ``benchmarks/throughput.py``, 200 warmup steps,
+  min of 6 alternated runs): 1.12x the fast mode's warmup time at C = 128 (0.065 s vs
+  0.058 s) and 1.11x at C = 1024 (0.368 s vs 0.330 s).
 
 Per warmup step ``t`` (BlackJAX's ``compute_parameters``):
 
@@ -36,27 +50,29 @@ Per warmup step ``t`` (BlackJAX's ``compute_parameters``):
   where the length is consumed.
 
 Costs beyond the HMC steps: O(C·D) per step, plus O(C·D²) per step in the
-second half of warmup for the pooled covariance of the length floor (computed
-in row blocks of at most 2^24 elements, so memory stays bounded).
+second half of warmup for the pooled covariance of the length floor (reproducible:
+computed in row blocks of at most 2^24 elements, so memory stays bounded; fast: one
+``(D, C) @ (C, D)`` matmul).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from blackjax.adaptation import chees_adaptation as bj_chees
+from blackjax.adaptation.metric_buffers import MomentBlock, cgl_update_batch
 from blackjax.optimizers import dual_averaging
 
-from jaxprobe.engine.core import EngineState, chain_sum
-from jaxprobe.engine.kernels import DynamicState
+from jaxprobe.engine.numerics import Numerics, numerics_of
+from jaxprobe.engine.protocols import EngineState, FlatLogDensity, RunStats
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["ChEESState", "chees_warmup"]
-
-FlatLogDensity = Callable[[Array], Array]
+__all__ = ["ChEESState", "ChEESWarmupState", "ChEESAdaptation", "chees_warmup"]
 
 # BlackJAX's constants (chees_adaptation.py).
 LOG_UPDATE_CLIP = 0.35
@@ -71,16 +87,10 @@ MASS_MATRIX_WINDOW_FRACTION = 0.5
 _BLOCK_ELEMENTS = 1 << 24
 
 
-class _Moments(NamedTuple):
-    """Pooled moments of all chains' positions: count ``()``, mean ``(D,)``, m2 ``(D,)`` or ``(D, D)``."""
-
-    count: Array
-    mean: Array
-    m2: Array
-
-
 class ChEESState(NamedTuple):
-    """Adaptation state (scalars unless noted), BlackJAX's ``ChEESAdaptationState`` plus the moments."""
+    """Adaptation state (scalars unless noted): BlackJAX's ``ChEESAdaptationState`` (the first eight fields, in
+    its order) plus the pooled moments of the mass matrix and of the length floor (BlackJAX's ``MomentBlock``:
+    count ``()``, mean ``(D,)``, m2 ``(D,)`` or ``(D, D)``) and the floor's power-iteration state."""
 
     step_size: Array
     log_step_size_ma: Array
@@ -90,35 +100,13 @@ class ChEESState(NamedTuple):
     optimizer: Any
     random_generator_arg: Array
     step: Array  # 1-based, as in BlackJAX
-    variance: _Moments  # diagonal pooled moments (D,)
-    covariance: _Moments  # full pooled moments (D, D), for the length floor
+    variance: MomentBlock  # diagonal pooled moments (D,)
+    covariance: MomentBlock  # full pooled moments (D, D), for the length floor
     eigenvector: Array  # (D,) warm start of the power iteration
     lambda_max: Array
 
 
-def _materialize(values: Array, opaque_zero: Array) -> Array:
-    """``values`` unchanged, but rounded to their dtype at this point in every compiled program.
-
-    XLA:CPU contracts a multiply that feeds an add into one fused multiply-add
-    (openxla/xla#41579) whenever both land in the same fusion, and which ops
-    share a fusion differs between the one-device program and the sharded one
-    (the partitioner cuts fusions at its collectives): the same sum of products
-    then rounds differently. Passing the bits through an integer xor with a zero
-    the compiler cannot see (``opaque_zero``, from the scan counter) blocks the
-    contraction in both programs; ``optimization_barrier`` and ``reduce_precision``
-    do not (XLA removes or ignores them before code generation).
-    """
-    uint = {4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(values.dtype).itemsize]
-    bits = jax.lax.bitcast_convert_type(values, uint) ^ opaque_zero.astype(uint)
-    return jax.lax.bitcast_convert_type(bits, values.dtype)
-
-
-def _tree_sum(values: Array, opaque_zero: Array) -> Array:
-    """:func:`chain_sum` with its inputs and result materialized (see :func:`_materialize`)."""
-    return _materialize(chain_sum(_materialize(values, opaque_zero)), opaque_zero)
-
-
-def _chain_sum_outer(centered: Array, opaque_zero: Array) -> Array:
+def _chain_sum_outer(centered: Array, numerics: Numerics, opaque_zero: Array) -> Array:
     """``Σ_c centered[c] ⊗ centered[c]`` ``(D, D)`` by the pairwise tree, in row blocks.
 
     Every entry is the same tree of elementwise products and adds whatever the
@@ -127,42 +115,50 @@ def _chain_sum_outer(centered: Array, opaque_zero: Array) -> Array:
     num_chains, dim = centered.shape
     block = max(1, min(dim, _BLOCK_ELEMENTS // max(1, num_chains * dim)))
     if block == dim:
-        return _tree_sum(centered[:, :, None] * centered[:, None, :], opaque_zero)
+        return numerics.chain_sum(centered[:, :, None] * centered[:, None, :], opaque_zero)
     num_blocks = -(-dim // block)
     padded = jnp.pad(centered, ((0, 0), (0, num_blocks * block - dim)))
     rows = jnp.moveaxis(padded.reshape(num_chains, num_blocks, block), 1, 0)  # (B, C, block)
-    out = jax.lax.map(lambda r: _tree_sum(r[:, :, None] * centered[:, None, :], opaque_zero), rows)
+    out = jax.lax.map(lambda r: numerics.chain_sum(r[:, :, None] * centered[:, None, :], opaque_zero), rows)
     return out.reshape(num_blocks * block, dim)[:dim]
 
 
-def _merge(moments: _Moments, batch: Array, full: bool, opaque_zero: Array) -> _Moments:
+def _merge(moments: MomentBlock, batch: Array, full: bool, numerics: Numerics, opaque_zero: Array) -> MomentBlock:
     """Chan–Golub–LeVeque merge of the pooled moments with one ensemble ``(C, D)`` (BlackJAX's
-    ``cgl_update_batch``), every cross-chain sum by the pairwise tree."""
+    ``cgl_update_batch``), every cross-chain sum by the pairwise tree (reproducible mode)."""
     n_a, mean_a, m2_a = moments
     n_b = jnp.asarray(batch.shape[0], n_a.dtype)
-    mean_b = _materialize(_tree_sum(batch, opaque_zero) / batch.shape[0], opaque_zero)
-    centered = _materialize(batch - mean_b, opaque_zero)
-    m2_b = _chain_sum_outer(centered, opaque_zero) if full else _tree_sum(centered * centered, opaque_zero)
+    exact = lambda values: numerics.fma_barrier(values, opaque_zero)  # noqa: E731
+    mean_b = exact(numerics.chain_sum(batch, opaque_zero) / batch.shape[0])
+    centered = exact(batch - mean_b)
+    m2_b = (_chain_sum_outer(centered, numerics, opaque_zero) if full
+            else numerics.chain_sum(centered * centered, opaque_zero))
     n_ab = n_a + n_b
     delta = mean_b - mean_a
     mean_ab = mean_a + delta * (n_b / n_ab)
     outer = delta[:, None] * delta[None, :] if full else delta * delta
     m2_ab = m2_a + m2_b + outer * (n_a * n_b / n_ab)
-    return _Moments(n_ab, mean_ab, m2_ab)
+    return MomentBlock(n_ab, mean_ab, m2_ab)
 
 
-def _inverse_mass_matrix(variance: _Moments, threshold: int) -> Array:
+def _inverse_mass_matrix(variance: MomentBlock, threshold: int) -> Array:
     """The pooled variance once ``threshold`` samples are in, else ones (BlackJAX's engagement gate)."""
     estimate = jnp.maximum(variance.m2 / (variance.count - 1.0), EPS_FLOAT)
     return jnp.where(variance.count >= threshold, estimate, jnp.ones_like(variance.mean))
 
 
-def _lambda_max(covariance: _Moments, inverse_mass_matrix: Array, eigenvector: Array,
-                num_iterations: int) -> tuple[Array, Array]:
-    """Top eigenvalue of the whitened pooled covariance by warm-started power iteration.
+def _lambda_max(covariance: MomentBlock, inverse_mass_matrix: Array, eigenvector: Array,
+                num_iterations: int, numerics: Numerics) -> tuple[Array, Array]:
+    """Top eigenvalue of the whitened pooled covariance by warm-started power iteration, and its eigenvector.
 
-    Matrix–vector products as multiply-and-sum (no ``dot``), as in the engine's HMC metric.
+    Fast: BlackJAX's ``_recompute_eig_state``. Reproducible: the same iteration with matrix–vector
+    products as multiply-and-sum (no ``dot``), as in the engine's HMC metric.
     """
+    if not numerics.reproducible:
+        eig = bj_chees._recompute_eig_state(covariance, inverse_mass_matrix,
+                                            bj_chees._ChEESEigState(eigenvector, jnp.ones((), eigenvector.dtype)),
+                                            num_iterations)
+        return eig.lambda_max, eig.eigenvector
     matrix = covariance.m2 / jnp.maximum(covariance.count - 1.0, 1.0)
     inv_sqrt = 1.0 / jnp.sqrt(inverse_mass_matrix)
     matrix = matrix * inv_sqrt[:, None] * inv_sqrt[None, :]
@@ -180,25 +176,36 @@ def _lambda_max(covariance: _Moments, inverse_mass_matrix: Array, eigenvector: A
 
 
 def _floored_length(length: Array, lambda_max: Array, engaged: Array, step_size: Array,
-                    max_leapfrog_steps: int) -> Array:
-    """BlackJAX 1.7's consumed trajectory length: ``min(max(T, π/2·√λ_max), max_steps·ε)``."""
+                    max_leapfrog_steps: int, numerics: Numerics) -> Array:
+    """BlackJAX 1.7's consumed trajectory length: ``min(max(T, π/2·√λ_max), max_steps·ε)`` (fast: its
+    ``_apply_length_floor``; reproducible: the same three elementwise operations, written here so that
+    the reproducible programs do not change with BlackJAX's)."""
+    if not numerics.reproducible:
+        return bj_chees._apply_length_floor(length, lambda_max, engaged, True, max_leapfrog_steps, step_size)[0]
     floor = jnp.where(engaged, LENGTH_FLOOR_FACTOR * jnp.sqrt(lambda_max), 0.0)
     return jnp.minimum(jnp.maximum(length, floor), max_leapfrog_steps * step_size)
+
+
+def _blackjax_merge(moments: MomentBlock, batch: Array) -> MomentBlock:
+    """The fast mode's merge of the pooled moments with one ensemble ``(C, D)``: BlackJAX's ``cgl_update_batch``
+    (``jnp.mean`` over chains, and a ``(D, C) @ (C, D)`` matmul for the full covariance)."""
+    return MomentBlock(*cgl_update_batch(moments, batch))
 
 
 def _update(state: ChEESState, proposal_position: Array, proposal_momentum: Array, position: Array,
             acceptance: Array, is_divergent: Array, inverse_mass_matrix: Array, jitter: Array,
             optimizer: optax.GradientTransformation, target: float, max_leapfrog_steps: int,
-            opaque_zero: Array) -> ChEESState:
-    """One ChEES update from the ensemble (BlackJAX's ``compute_parameters``), tree reductions only."""
+            numerics: Numerics, opaque_zero: Array) -> ChEESState:
+    """One ChEES update from the ensemble (BlackJAX's ``compute_parameters``), tree reductions only
+    (the reproducible mode; the fast mode calls BlackJAX's own, ``chees_adaptation.base``)."""
     dtype = position.dtype
     _, da_update, _ = dual_averaging.dual_averaging()
 
     def tree_sum(values):
-        return _tree_sum(values, opaque_zero)
+        return numerics.chain_sum(values, opaque_zero)
 
     def exact(values):
-        return _materialize(values, opaque_zero)
+        return numerics.fma_barrier(values, opaque_zero)
 
     ok = ~is_divergent
     count_ok = tree_sum(ok.astype(dtype))
@@ -247,96 +254,186 @@ def _update(state: ChEESState, proposal_position: Array, proposal_momentum: Arra
         random_generator_arg=state.random_generator_arg + 1, step=state.step + 1)
 
 
+class ChEESWarmupState(NamedTuple):
+    """What :class:`ChEESAdaptation` carries between updates: the chains' ``DynamicState``
+    (positions ``(C, D)``) and the cross-chain :class:`ChEESState`."""
+
+    kernel_state: Any
+    adaptation: ChEESState
+
+
+@dataclasses.dataclass(frozen=True)
+class ChEESAdaptation:
+    """Cross-chain ChEES adaptation of step size, trajectory length and a diagonal inverse mass matrix,
+    as an :class:`jaxprobe.engine.protocols.Adaptation` (the warmup of the ``ChEES`` kernel).
+
+    Step ``t`` moves all chains with ``kernel`` (BlackJAX's dynamic HMC) under the key
+    ``fold_in(rng_key, t)``; the adaptation then reads the ensemble, as the kernel's numerics
+    policy says (module docstring): with BlackJAX's own update (``"fast"``), or through
+    pairwise-tree reductions only (``"reproducible"``), so that the result is bit-identical for
+    any number of devices the chains are sharded over. Not ``splittable``: its programs are
+    checked bit-identical across device counts as one warmup program (a scan of one step is
+    folded away by XLA, see the module docstring), so the host runs the whole warmup in one
+    ``update``.
+
+    ``kernel``: a :class:`jaxprobe.engine.kernels.ChEES` (its ``step_with_proposal``, ``jitter``,
+    ``learning_rate`` and ``max_leapfrog_steps`` are read). ``target_acceptance_rate``: None for the
+    kernel's own.
+    """
+
+    kernel: Any
+    target_acceptance_rate: float | None = None
+    splittable: ClassVar[bool] = False
+
+    @property
+    def _target(self) -> float:
+        return self.kernel.target_acceptance_rate if self.target_acceptance_rate is None \
+            else self.target_acceptance_rate
+
+    def schedule(self, num_steps: int) -> dict[str, np.ndarray]:
+        """Per-step inputs ``(num_steps,)``: the warmup step ``t`` (int32) and whether it lies in the
+        mass-matrix window (the last half of warmup)."""
+        steps = np.arange(num_steps, dtype=np.int32)
+        return {"step": steps, "in_window": steps >= int(MASS_MATRIX_WINDOW_FRACTION * num_steps)}
+
+    def init(self, state: EngineState, logdensity_fn: FlatLogDensity) -> ChEESWarmupState:
+        """Start from ``state``'s kernel state and step size (a scalar, or the mean of a ``(C,)`` one);
+        the trajectory starts one step long and the inverse mass matrix at ones."""
+        del logdensity_fn
+        positions = state.kernel_state.position
+        dim, dtype = positions.shape[1], positions.dtype
+        step_size = jnp.asarray(state.parameters["step_size"])
+        if step_size.ndim:  # per chain: their mean
+            step_size = numerics_of(self.kernel).chain_mean(step_size)
+        step_size0 = jnp.asarray(step_size, dtype)
+        da_init, _, _ = dual_averaging.dual_averaging()
+        zero = jnp.zeros((), dtype)
+        adaptation = ChEESState(
+            step_size=step_size0, log_step_size_ma=zero, trajectory_length=step_size0,
+            log_trajectory_length_ma=zero,
+            dual_averaging=jax.tree.map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.asarray(x).dtype,
+                                        jnp.floating) else jnp.asarray(x), da_init(step_size0)),
+            optimizer=optax.adam(self.kernel.learning_rate).init(step_size0),
+            random_generator_arg=jnp.zeros((), jnp.int32), step=jnp.ones((), jnp.int32),
+            variance=MomentBlock(zero, jnp.zeros((dim,), dtype), jnp.zeros((dim,), dtype)),
+            covariance=MomentBlock(zero, jnp.zeros((dim,), dtype), jnp.zeros((dim, dim), dtype)),
+            eigenvector=jnp.full((dim,), 1.0 / np.sqrt(dim), dtype), lambda_max=jnp.ones((), dtype),
+        )
+        return ChEESWarmupState(state.kernel_state, adaptation)
+
+    def update(self, rng_key: PRNGKey, adaptation_state: ChEESWarmupState, logdensity_fn: FlatLogDensity,
+               schedule: dict[str, Array]) -> tuple[ChEESWarmupState, RunStats]:
+        """The warmup steps of ``schedule`` (a slice of :meth:`schedule`): one kernel step of every chain,
+        then one ChEES update from the ensemble, per step (BlackJAX's ``chees_adaptation.run`` loop)."""
+        kernel = self.kernel
+        numerics = numerics_of(kernel)
+        chain_state, state = adaptation_state
+        num_chains, dim = chain_state.position.shape
+        threshold = _engagement_threshold(dim)
+        optimizer = optax.adam(kernel.learning_rate)
+        target = self._target
+        if not numerics.reproducible:  # BlackJAX's update (compute_parameters) as it is
+            _, blackjax_update = bj_chees.base(kernel.jitter, lambda i: i + 1, optimizer, target, DECAY_RATE,
+                                               kernel.max_leapfrog_steps)
+
+        def one_step(carry, inputs):
+            chain_state, state, stats = carry
+            t, in_window = inputs["step"], inputs["in_window"]
+            inverse_mass_matrix = _inverse_mass_matrix(state.variance, threshold)
+            engaged = state.variance.count >= threshold
+            length = _floored_length(state.trajectory_length, state.lambda_max, engaged, state.step_size,
+                                     kernel.max_leapfrog_steps, numerics)
+            parameters = {
+                "step_size": state.step_size,
+                "inverse_mass_matrix": jnp.broadcast_to(inverse_mass_matrix, (num_chains, dim)),
+                "num_leapfrog_steps": jnp.broadcast_to(length / state.step_size, (num_chains,)),
+            }
+            new_chain_state, info, raw = kernel.step_with_proposal(jax.random.fold_in(rng_key, t), chain_state,
+                                                                   parameters, logdensity_fn)
+            position = new_chain_state.position
+            if numerics.reproducible:
+                jitter = kernel.jitter(state.random_generator_arg)
+                # A zero the compiler cannot prove (t >= 0 is not known to it): see numerics.materialize.
+                opaque_zero = numerics.opaque_zero(t)
+                state = _update(state, raw.proposal.position, raw.proposal.momentum, chain_state.position,
+                                raw.acceptance_rate, raw.is_divergent, inverse_mass_matrix, jitter, optimizer,
+                                target, kernel.max_leapfrog_steps, numerics, opaque_zero)
+                merge = lambda moments, full: _merge(moments, position, full, numerics, opaque_zero)  # noqa: E731
+            else:
+                updated = blackjax_update(bj_chees.ChEESAdaptationState(*state[:8]), raw.proposal.position,
+                                          raw.proposal.momentum, chain_state.position, raw.acceptance_rate,
+                                          raw.is_divergent, inverse_mass_matrix)
+                # BlackJAX's state is the first eight fields of ours; keep the carry's dtypes.
+                updated = jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), tuple(updated), tuple(state[:8]))
+                state = state._replace(**dict(zip(ChEESState._fields[:8], updated)))
+                merge = lambda moments, full: _blackjax_merge(moments, position)  # noqa: E731
+
+            variance = jax.lax.cond(in_window, lambda m: merge(m, False), lambda m: m, state.variance)
+            covariance = jax.lax.cond(in_window, lambda m: merge(m, True), lambda m: m, state.covariance)
+            recompute = in_window & (t % LENGTH_FLOOR_RECOMPUTE_INTERVAL == 0)
+            lambda_max, eigenvector = jax.lax.cond(
+                recompute,
+                lambda v: _lambda_max(covariance, inverse_mass_matrix, v, LENGTH_FLOOR_POWER_ITERATIONS, numerics),
+                lambda v: (state.lambda_max, v),
+                state.eigenvector)
+            state = state._replace(variance=variance, covariance=covariance, eigenvector=eigenvector,
+                                   lambda_max=lambda_max)
+            return (new_chain_state, state, stats.add(info)), None
+
+        stats0 = RunStats.zeros(num_chains, chain_state.position.dtype)
+        (chain_state, state, stats), _ = jax.lax.scan(one_step, (chain_state, state, stats0), schedule)
+        return ChEESWarmupState(chain_state, state), stats
+
+    def final(self, adaptation_state: ChEESWarmupState) -> EngineState:
+        """The engine state to sample from: the moving-average step size and trajectory length (floored,
+        with the final power iteration) and the pooled inverse mass matrix, shared by all chains."""
+        numerics = numerics_of(self.kernel)
+        chain_state, state = adaptation_state
+        num_chains, dim = chain_state.position.shape
+        dtype = chain_state.position.dtype
+        threshold = _engagement_threshold(dim)
+        inverse_mass_matrix = _inverse_mass_matrix(state.variance, threshold)
+        lambda_max, _ = _lambda_max(state.covariance, inverse_mass_matrix, state.eigenvector,
+                                    LENGTH_FLOOR_FINAL_POWER_ITERATIONS, numerics)
+        step_size = jnp.exp(state.log_step_size_ma)
+        length = _floored_length(jnp.exp(state.log_trajectory_length_ma), lambda_max,
+                                 state.variance.count >= threshold, step_size, self.kernel.max_leapfrog_steps,
+                                 numerics)
+        parameters = {
+            "step_size": step_size.astype(dtype),
+            "inverse_mass_matrix": jnp.broadcast_to(inverse_mass_matrix.astype(dtype), (num_chains, dim)),
+            "num_leapfrog_steps": jnp.broadcast_to((length / step_size).astype(dtype), (num_chains,)),
+        }
+        # Sampling continues the chains' Halton index; the run's step counter restarts at 0.
+        return EngineState(chain_state, parameters, jnp.zeros((), jnp.int32))
+
+
+def _engagement_threshold(dim: int) -> int:
+    """Pooled draws before the estimated inverse mass matrix is used (BlackJAX's gate)."""
+    return max(64, int(2 * np.sqrt(dim)))
+
+
 def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
                  initial_step_size: float | None = None,
                  target_acceptance_rate: float | None = None,
                  _return_adaptation_state: bool = False) -> tuple[EngineState, Array]:
-    """Cross-chain ChEES adaptation of step size, trajectory length and a diagonal inverse mass matrix.
+    """:class:`ChEESAdaptation` in one piece, from positions ``(C, D)``.
 
-    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_steps`` static). ``positions`` ``(C, D)``.
-    Step ``t`` moves all chains with the ``ChEES`` kernel (BlackJAX's dynamic HMC) under the key
-    ``fold_in(rng_key, t)``; the adaptation then reads the ensemble through pairwise-tree
-    reductions only, so the result is bit-identical for any number of devices the chains are
-    sharded over. Returns the engine state to sample from (shared step size, inverse mass
-    matrix and mean number of leapfrog steps, broadcast per chain) and the ``(C,)`` mean
-    acceptance rates over warmup. ``_return_adaptation_state=True`` (a diagnostic seam)
-    returns the final :class:`ChEESState` instead.
+    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_steps`` static). Returns the engine state
+    to sample from (shared step size, inverse mass matrix and mean number of leapfrog steps,
+    broadcast per chain) and the ``(C,)`` mean acceptance rates over warmup.
+    ``_return_adaptation_state=True`` (a diagnostic seam) returns the final :class:`ChEESState` instead.
     """
-    num_chains, dim = positions.shape
     dtype = positions.dtype
-    target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
-    step_size0 = jnp.asarray(kernel.initial_step_size(dim) if initial_step_size is None else initial_step_size, dtype)
-    optimizer = optax.adam(kernel.learning_rate)
-    da_init, _, _ = dual_averaging.dual_averaging()
-    threshold = max(64, int(2 * np.sqrt(dim)))
-    window_start = int(MASS_MATRIX_WINDOW_FRACTION * num_steps)
-    zero = jnp.zeros((), dtype)
-
-    chain_state = kernel.init(positions, logdensity_fn)
-    state = ChEESState(
-        step_size=step_size0, log_step_size_ma=zero, trajectory_length=step_size0, log_trajectory_length_ma=zero,
-        dual_averaging=jax.tree.map(lambda x: jnp.asarray(x, dtype) if jnp.issubdtype(jnp.asarray(x).dtype,
-                                    jnp.floating) else jnp.asarray(x), da_init(step_size0)),
-        optimizer=optimizer.init(step_size0),
-        random_generator_arg=jnp.zeros((), jnp.int32), step=jnp.ones((), jnp.int32),
-        variance=_Moments(zero, jnp.zeros((dim,), dtype), jnp.zeros((dim,), dtype)),
-        covariance=_Moments(zero, jnp.zeros((dim,), dtype), jnp.zeros((dim, dim), dtype)),
-        eigenvector=jnp.full((dim,), 1.0 / np.sqrt(dim), dtype), lambda_max=jnp.ones((), dtype),
-    )
-
-    def one_step(carry, t):
-        chain_state, state, acceptance_sum = carry
-        inverse_mass_matrix = _inverse_mass_matrix(state.variance, threshold)
-        engaged = state.variance.count >= threshold
-        length = _floored_length(state.trajectory_length, state.lambda_max, engaged, state.step_size,
-                                 kernel.max_leapfrog_steps)
-        parameters = {
-            "step_size": state.step_size,
-            "inverse_mass_matrix": jnp.broadcast_to(inverse_mass_matrix, (num_chains, dim)),
-            "num_leapfrog_steps": jnp.broadcast_to(length / state.step_size, (num_chains,)),
-        }
-        new_chain_state, info, raw = kernel.step_with_proposal(jax.random.fold_in(rng_key, t), chain_state,
-                                                               parameters, logdensity_fn)
-        jitter = kernel.jitter(state.random_generator_arg)
-        # A zero the compiler cannot prove (t >= 0 is not known to it): see _materialize.
-        opaque_zero = jnp.minimum(t, 0)
-        state = _update(state, raw.proposal.position, raw.proposal.momentum, chain_state.position,
-                        raw.acceptance_rate, raw.is_divergent, inverse_mass_matrix, jitter, optimizer, target,
-                        kernel.max_leapfrog_steps, opaque_zero)
-
-        in_window = t >= window_start
-        position = new_chain_state.position
-        variance = jax.lax.cond(in_window, lambda m: _merge(m, position, False, opaque_zero), lambda m: m, state.variance)
-        covariance = jax.lax.cond(in_window, lambda m: _merge(m, position, True, opaque_zero), lambda m: m, state.covariance)
-        recompute = in_window & (t % LENGTH_FLOOR_RECOMPUTE_INTERVAL == 0)
-        lambda_max, eigenvector = jax.lax.cond(
-            recompute,
-            lambda v: _lambda_max(covariance, inverse_mass_matrix, v, LENGTH_FLOOR_POWER_ITERATIONS),
-            lambda v: (state.lambda_max, v),
-            state.eigenvector)
-        state = state._replace(variance=variance, covariance=covariance, eigenvector=eigenvector,
-                               lambda_max=lambda_max)
-        return (new_chain_state, state, acceptance_sum + info.acceptance_rate), None
-
-    acceptance0 = jnp.zeros((num_chains,), dtype)
-    (chain_state, state, acceptance_sum), _ = jax.lax.scan(
-        one_step, (chain_state, state, acceptance0), jnp.arange(num_steps, dtype=jnp.int32))
+    step_size0 = kernel.initial_step_size(positions.shape[1]) if initial_step_size is None else initial_step_size
+    state = EngineState(kernel.init(positions, logdensity_fn), {"step_size": jnp.asarray(step_size0, dtype)},
+                        jnp.zeros((), jnp.int32))
+    adaptation = ChEESAdaptation(kernel, target_acceptance_rate)
+    adaptation_state = adaptation.init(state, logdensity_fn)
+    schedule = jax.tree.map(jnp.asarray, adaptation.schedule(num_steps))
+    adaptation_state, stats = adaptation.update(rng_key, adaptation_state, logdensity_fn, schedule)
     if _return_adaptation_state:
-        return state
-
-    inverse_mass_matrix = _inverse_mass_matrix(state.variance, threshold)
-    lambda_max, _ = _lambda_max(state.covariance, inverse_mass_matrix, state.eigenvector,
-                                LENGTH_FLOOR_FINAL_POWER_ITERATIONS)
-    step_size = jnp.exp(state.log_step_size_ma)
-    length = _floored_length(jnp.exp(state.log_trajectory_length_ma), lambda_max,
-                             state.variance.count >= threshold, step_size, kernel.max_leapfrog_steps)
-    parameters = {
-        "step_size": step_size.astype(dtype),
-        "inverse_mass_matrix": jnp.broadcast_to(inverse_mass_matrix.astype(dtype), (num_chains, dim)),
-        "num_leapfrog_steps": jnp.broadcast_to((length / step_size).astype(dtype), (num_chains,)),
-    }
-    # Sampling continues the chains' Halton index; the run's step counter restarts at 0.
-    kernel_state = DynamicState(chain_state.position, chain_state.logdensity, chain_state.logdensity_grad,
-                                chain_state.random_generator_arg)
-    acceptance = acceptance_sum / num_steps if num_steps > 0 else jnp.ones((num_chains,), dtype)
-    return EngineState(kernel_state, parameters, jnp.zeros((), jnp.int32)), acceptance
+        return adaptation_state.adaptation
+    acceptance = (stats.acceptance_rate_sum / num_steps if num_steps > 0
+                  else jnp.ones((positions.shape[0],), dtype))
+    return adaptation.final(adaptation_state), acceptance

@@ -13,7 +13,8 @@ chunks gives bit-identical draws to a run in one piece.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,8 @@ import numpy as np
 from blackjax.adaptation.staged_adaptation import build_schedule
 from blackjax.adaptation.step_size import dual_averaging_adaptation
 
-from jaxprobe.engine.kernels import StepInfo
+from jaxprobe.engine.numerics import Numerics, numerics_of
+from jaxprobe.engine.protocols import Adaptation, EngineState, FlatLogDensity, Kernel, RunStats
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = [
@@ -29,55 +31,17 @@ __all__ = [
     "RunStats",
     "Trace",
     "WarmupState",
+    "WindowAdaptation",
+    "default_parameters",
     "init",
     "run",
+    "adapt",
     "warmup_init",
     "warmup_run",
     "warmup_final",
     "warmup_schedule",
     "warmup",
 ]
-
-FlatLogDensity = Callable[[Array], Array]
-
-
-class EngineState(NamedTuple):
-    """Everything a run needs to continue: kernel state, parameters, step counter.
-
-    ``kernel_state.position`` has shape ``(C, D)``; ``parameters`` maps names to
-    per-chain arrays (``step_size`` ``(C,)``, ``inverse_mass_matrix`` ``(C, D)``, ...);
-    ``step`` is the number of transitions done so far (int32 scalar).
-    """
-
-    kernel_state: Any
-    parameters: dict[str, Array]
-    step: Array
-
-
-class RunStats(NamedTuple):
-    """Per-chain sums over every transition of a run (kept or thinned away), shape ``(C,)``."""
-
-    acceptance_rate_sum: Array
-    num_accepted: Array
-    num_divergent: Array
-    num_nonfinite: Array
-    num_gradient_evaluations: Array
-    num_steps: Array
-
-    @classmethod
-    def zeros(cls, num_chains: int, dtype: Any) -> "RunStats":
-        count = jnp.zeros((num_chains,), jnp.int32)
-        return cls(jnp.zeros((num_chains,), dtype), count, count, count, count, jnp.zeros((), jnp.int32))
-
-    def add(self, info: StepInfo) -> "RunStats":
-        return RunStats(
-            self.acceptance_rate_sum + info.acceptance_rate.astype(self.acceptance_rate_sum.dtype),
-            self.num_accepted + info.is_accepted.astype(jnp.int32),
-            self.num_divergent + info.is_divergent.astype(jnp.int32),
-            self.num_nonfinite + info.is_nonfinite.astype(jnp.int32),
-            self.num_gradient_evaluations + info.num_gradient_evaluations.astype(jnp.int32),
-            self.num_steps + 1,
-        )
 
 
 class Trace(NamedTuple):
@@ -95,24 +59,16 @@ class Trace(NamedTuple):
         return Trace(jnp.swapaxes(self.position, 0, 1), jnp.swapaxes(self.logdensity, 0, 1))
 
 
-def default_parameters(kernel: Any, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+def default_parameters(kernel: Kernel, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
                        inverse_mass_matrix: Any = None, num_leapfrog_steps: Any = None) -> dict[str, Array]:
-    """Kernel parameters for ``kernel``: given values, else defaults.
+    """Kernel parameters for ``kernel``: given values, else defaults (``kernel.default_parameters``).
 
     ``step_size`` stays a scalar when given as one (shared by all chains) or is
-    ``(C,)``; ``inverse_mass_matrix`` is broadcast to ``(C, D)``.
+    ``(C,)``; ``inverse_mass_matrix`` is broadcast to ``(C, D)`` for kernels that have one;
+    ``num_leapfrog_steps`` (a kernel parameter of ``ChEES``) is passed on only when given.
     """
-    if step_size is None:
-        step_size = kernel.initial_step_size(dim)
-    # A scalar step size stays scalar (shared by all chains: the fast path); (C,) is per chain.
-    parameters = {"step_size": jnp.asarray(step_size, dtype)}
-    if kernel.adapts_mass_matrix:
-        imm = jnp.ones((dim,), dtype) if inverse_mass_matrix is None else jnp.asarray(inverse_mass_matrix, dtype)
-        parameters["inverse_mass_matrix"] = jnp.broadcast_to(imm, (num_chains, dim))
-    if kernel.name == "chees":
-        steps = 10.0 if num_leapfrog_steps is None else num_leapfrog_steps
-        parameters["num_leapfrog_steps"] = jnp.broadcast_to(jnp.asarray(steps, dtype), (num_chains,))
-    return parameters
+    extra = {} if num_leapfrog_steps is None else {"num_leapfrog_steps": num_leapfrog_steps}
+    return kernel.default_parameters(num_chains, dim, dtype, step_size, inverse_mass_matrix, **extra)
 
 
 def init(kernel: Any, logdensity_fn: FlatLogDensity, positions: Array,
@@ -218,27 +174,6 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
 # ---------------------------------------------------------------- warmup
 
 
-def chain_sum(values: Array) -> Array:
-    """Sum over the leading chain axis by a fixed pairwise tree of elementwise adds.
-
-    A plain ``jnp.sum`` over a sharded axis is split into per-device partial sums
-    plus an all-reduce, whose rounding depends on the device count. Elementwise
-    adds are exact functions of their inputs wherever they run, so this tree
-    gives bit-identical cross-chain statistics on one device or many.
-    """
-    while values.shape[0] > 1:
-        if values.shape[0] % 2:
-            values = jnp.concatenate([values, jnp.zeros_like(values[:1])], axis=0)
-        pairs = values.reshape((values.shape[0] // 2, 2) + values.shape[1:])
-        values = pairs[:, 0] + pairs[:, 1]
-    return values[0]
-
-
-def chain_mean(values: Array) -> Array:
-    """Mean over the leading chain axis, bit-identical for any device count (see :func:`chain_sum`)."""
-    return chain_sum(values) / values.shape[0]
-
-
 class _Welford(NamedTuple):
     mean: Array  # (C, D)
     m2: Array  # (C, D)
@@ -251,7 +186,9 @@ class WarmupState(NamedTuple):
     With ``shared=False`` the dual-averaging leaves have shape ``(C,)`` (one step
     size per chain); with ``shared=True`` they are scalars driven by the mean
     acceptance rate over chains. Welford statistics are always per chain ``(C, D)``;
-    in shared mode they are pooled across chains at the end of each window.
+    in shared mode they are pooled across chains at the end of each window. Means and
+    sums over chains follow the kernel's numerics policy (a fixed pairwise tree in the
+    reproducible mode, ``jnp.mean``/``jnp.sum`` in the fast one).
     """
 
     engine: EngineState
@@ -282,7 +219,8 @@ def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float |
     da_init, _, _ = dual_averaging_adaptation(target)
     step_size = state.parameters["step_size"]
     num_chains = state.kernel_state.position.shape[0]
-    dual = da_init(chain_mean(jnp.broadcast_to(step_size, (num_chains,)))) if shared else jax.vmap(da_init)(jnp.broadcast_to(step_size, (num_chains,)))
+    per_chain = jnp.broadcast_to(step_size, (num_chains,))
+    dual = da_init(numerics_of(kernel).chain_mean(per_chain)) if shared else jax.vmap(da_init)(per_chain)
     position = state.kernel_state.position
     parameters = dict(state.parameters)
     parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position.dtype)  # () shared, (C,) per chain
@@ -291,14 +229,15 @@ def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float |
     return WarmupState(state, dual, _Welford(zeros, zeros, jnp.zeros((), position.dtype)))
 
 
-def _regularized_variance(welford: _Welford, shared: bool) -> Array:
-    """Stan's regularized variance estimate: (n/(n+5)) var + 1e-3 · 5/(n+5), per chain or pooled."""
+def _regularized_variance(welford: _Welford, shared: bool, numerics: Numerics) -> Array:
+    """Stan's regularized variance estimate: (n/(n+5)) var + 1e-3 · 5/(n+5), per chain or pooled (the sums over
+    chains as ``numerics`` makes them)."""
     count = welford.count
     if shared:
         num_chains = welford.mean.shape[0]
-        pooled_mean = chain_mean(welford.mean)
+        pooled_mean = numerics.chain_mean(welford.mean)
         # Chan et al.'s merge of equal-size per-chain Welford states.
-        m2 = chain_sum(welford.m2) + count * chain_sum((welford.mean - pooled_mean) ** 2)
+        m2 = numerics.chain_sum(welford.m2) + count * numerics.chain_sum((welford.mean - pooled_mean) ** 2)
         n = count * num_chains
         variance = jnp.broadcast_to(m2 / jnp.maximum(n - 1, 1), welford.mean.shape)
     else:
@@ -317,6 +256,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
     """
     target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
     da_init, da_update, _ = dual_averaging_adaptation(target)
+    numerics = numerics_of(kernel)
     position0 = warmup_state.engine.kernel_state.position
     num_chains = position0.shape[0]
     stats0 = RunStats.zeros(num_chains, position0.dtype)
@@ -327,7 +267,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
         state, info = _transition(kernel, logdensity_fn, rng_key, state)
         stats = stats.add(info)
         if shared:
-            dual = da_update(dual, chain_mean(info.acceptance_rate))
+            dual = da_update(dual, numerics.chain_mean(info.acceptance_rate))
         else:
             dual = jax.vmap(da_update)(dual, info.acceptance_rate)
 
@@ -340,7 +280,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
             m2 = welford.m2 + delta * (position - mean)
             updated = _Welford(mean, m2, count)
             welford = jax.tree.map(lambda new, old: jnp.where(slow, new, old), updated, welford)
-            new_imm = _regularized_variance(welford, shared)
+            new_imm = _regularized_variance(welford, shared, numerics)
             parameters["inverse_mass_matrix"] = jnp.where(window_end, new_imm, parameters["inverse_mass_matrix"])
             reset = _Welford(jnp.zeros_like(mean), jnp.zeros_like(m2), jnp.zeros_like(count))
             welford = jax.tree.map(lambda r, w: jnp.where(window_end, r, w), reset, welford)
@@ -366,27 +306,61 @@ def warmup_final(warmup_state: WarmupState) -> EngineState:
     return EngineState(state.kernel_state, parameters, jnp.zeros((), jnp.int32))
 
 
-def warmup(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
-           target_acceptance_rate: float | None = None, shared: bool = False) -> tuple[EngineState, RunStats]:
-    """Adapt step size (and a diagonal inverse mass matrix for HMC/NUTS) in one piece.
+@dataclasses.dataclass(frozen=True)
+class WindowAdaptation:
+    """Stan's windowed adaptation as an :class:`jaxprobe.engine.protocols.Adaptation`: dual averaging of
+    the step size on the acceptance rate (Hoffman & Gelman 2014) and, for kernels that have one, a diagonal
+    inverse mass matrix from Welford statistics in Stan's slow windows.
 
-    Pure and jit-able (``num_steps`` static). Dual averaging on the acceptance
-    rate (Hoffman & Gelman 2014) inside Stan's windowed schedule. Returns the
-    adapted engine state (step counter reset to 0) and warmup statistics.
-    Not for ``ChEES``, whose cross-chain adaptation is :func:`chees_warmup`.
+    ``target_acceptance_rate``: None for the kernel's own. ``shared``: one step size from the mean
+    acceptance over chains and one mass matrix pooled over chains (else one per chain). Splittable:
+    the schedule may be run in chunks (the progress bar of :func:`jaxprobe.sample`).
     """
-    is_slow, is_window_end = warmup_schedule(kernel, num_steps)
-    warmup_state = warmup_init(state, kernel, target_acceptance_rate, shared)
-    warmup_state, stats = warmup_run(rng_key, warmup_state, kernel, logdensity_fn, jnp.asarray(is_slow),
-                                     jnp.asarray(is_window_end), target_acceptance_rate, shared)
-    return warmup_final(warmup_state), stats
+
+    kernel: Kernel
+    target_acceptance_rate: float | None = None
+    shared: bool = False
+    splittable: ClassVar[bool] = True
+
+    def schedule(self, num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(is_slow, is_window_end)``, each ``(num_steps,)`` (:func:`warmup_schedule`)."""
+        return warmup_schedule(self.kernel, num_steps)
+
+    def init(self, state: EngineState, logdensity_fn: FlatLogDensity) -> WarmupState:
+        del logdensity_fn
+        return warmup_init(state, self.kernel, self.target_acceptance_rate, self.shared)
+
+    def update(self, rng_key: PRNGKey, adaptation_state: WarmupState, logdensity_fn: FlatLogDensity,
+               schedule: tuple[Array, Array]) -> tuple[WarmupState, RunStats]:
+        is_slow, is_window_end = schedule
+        return warmup_run(rng_key, adaptation_state, self.kernel, logdensity_fn, jnp.asarray(is_slow),
+                          jnp.asarray(is_window_end), self.target_acceptance_rate, self.shared)
+
+    def final(self, adaptation_state: WarmupState) -> EngineState:
+        return warmup_final(adaptation_state)
 
 
-def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn: FlatLogDensity, num_steps: int,
-                 initial_step_size: float | None = None,
-                 target_acceptance_rate: float | None = None) -> tuple[EngineState, Array]:
-    """Cross-chain ChEES adaptation; see :func:`jaxprobe.engine.chees.chees_warmup`."""
-    from jaxprobe.engine import chees
+def adapt(rng_key: PRNGKey, state: EngineState, adaptation: Adaptation, logdensity_fn: FlatLogDensity,
+          num_steps: int) -> tuple[EngineState, RunStats]:
+    """Run ``adaptation`` for ``num_steps`` warmup steps in one piece: init → update → final.
 
-    return chees.chees_warmup(rng_key, positions, kernel, logdensity_fn, num_steps, initial_step_size,
-                              target_acceptance_rate)
+    Pure and jit-able (``adaptation``, ``logdensity_fn`` and ``num_steps`` static). Returns the
+    adapted engine state (step counter reset to 0) and the warmup statistics ``(C,)``.
+    """
+    schedule = jax.tree.map(jnp.asarray, adaptation.schedule(num_steps))
+    adaptation_state = adaptation.init(state, logdensity_fn)
+    adaptation_state, stats = adaptation.update(rng_key, adaptation_state, logdensity_fn, schedule)
+    return adaptation.final(adaptation_state), stats
+
+
+def warmup(rng_key: PRNGKey, state: EngineState, kernel: Kernel, logdensity_fn: FlatLogDensity, num_steps: int,
+           target_acceptance_rate: float | None = None, shared: bool = False) -> tuple[EngineState, RunStats]:
+    """Adapt ``kernel``'s parameters with its own warmup (``kernel.adaptation``) in one piece.
+
+    Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_steps`` static). For MALA, RWMH, HMC
+    and NUTS: dual averaging on the acceptance rate (Hoffman & Gelman 2014) inside Stan's windowed
+    schedule, and a diagonal inverse mass matrix for HMC/NUTS; for ChEES its cross-chain
+    adaptation (:class:`jaxprobe.engine.chees.ChEESAdaptation`, ``shared`` has no effect). Returns
+    the adapted engine state (step counter reset to 0) and warmup statistics.
+    """
+    return adapt(rng_key, state, kernel.adaptation(target_acceptance_rate, shared), logdensity_fn, num_steps)

@@ -12,23 +12,51 @@ one log density (and gradient) evaluation per chain plus elementwise work.
 HMC, NUTS and dynamic (ChEES-jittered) HMC wrap BlackJAX's single-chain
 kernels, vmapped over chains with one key per chain.
 
+Every built-in kernel has a ``numerics`` field (:mod:`jaxprobe.engine.numerics`,
+``MALA(numerics="fast")``; ``sample(numerics=...)`` sets it for a run): how a step
+draws its random numbers and which metric the HMC family uses. It is not a sampler
+option (``sampler_options`` does not take it).
+
+Why MALA and RWMH stay batched by hand in the fast mode too: BlackJAX's kernels
+(``blackjax.mala.build_kernel``, ``blackjax.mcmc.random_walk.build_additive_step``)
+vmapped over chains with one key per chain, the engine's per-step keys and state
+otherwise unchanged, measured slower per step on CPU (2-core Xeon, the D = 30 MLP
+target of ``benchmarks/throughput.py``, fixed step size, min of 9 interleaved
+repetitions): MALA 1.42x at C = 1024 and 1.43x at C = 4096 (1.8M vs 1.2M and
+2.0M vs 1.4M chain-steps/s), RWMH 1.24x and 1.64x. They draw and split keys per
+chain where the hand-batched step makes one call for all chains; both make one
+``value_and_grad`` per chain per step.
+
 Every kernel treats a proposal whose log density is NaN or ±inf as rejected,
 and reports it in ``StepInfo.is_nonfinite``.
+
+Every kernel implements :class:`jaxprobe.engine.protocols.Kernel`; its fields are
+its options, declared with :mod:`jaxprobe.engine.options` and checked when it is
+built. The base classes :class:`GradientKernel` and :class:`ValueKernel` give a
+new kernel (e.g. one wrapping another BlackJAX kernel, see
+:func:`jaxprobe.register_sampler`) the state, parameters and warmup of the
+built-in ones; :func:`vmap_chains` runs a single-chain BlackJAX kernel on all
+chains. The registry of sampler names is :mod:`jaxprobe.engine.registry`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple, TypedDict
 
 import jax
 import jax.numpy as jnp
 from blackjax.mcmc import dynamic_hmc as bj_dynamic_hmc
 from blackjax.mcmc import hmc as bj_hmc
-from blackjax.mcmc import metrics as bj_metrics
 from blackjax.mcmc import nuts as bj_nuts
 
-from jaxprobe.engine.random import random_bits_at, random_words, uses_unrolled_threefry
+from jaxprobe.engine.chees import ChEESAdaptation
+from jaxprobe.engine.core import WindowAdaptation
+from jaxprobe.engine.numerics import Numerics, as_numerics, diagonal_metric, normal_and_uniform, numerics_field
+from jaxprobe.engine.options import choice_option, float_option, int_option, validate_options
+from jaxprobe.engine.protocols import Adaptation, FlatLogDensity, StepInfo
+from jaxprobe.engine.smc import KERNELS as SMC_INNER_KERNELS
+from jaxprobe.engine.smc import tempered_smc
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = [
@@ -36,27 +64,46 @@ __all__ = [
     "GradientState",
     "ValueState",
     "DynamicState",
+    "StepSizeParameters",
+    "MassMatrixParameters",
+    "ChEESParameters",
+    "BaseKernel",
+    "GradientKernel",
+    "ValueKernel",
     "MALA",
     "RWMH",
     "HMC",
     "NUTS",
     "ChEES",
     "SMC",
+    "BUILTIN_KERNELS",
     "safe_logdensity",
     "normal_and_uniform",
+    "diagonal_metric",
+    "vmap_chains",
+    "per_chain",
 ]
 
-FlatLogDensity = Callable[[Array], Array]
+
+class StepSizeParameters(TypedDict):
+    """Parameters of MALA and RWMH: ``step_size`` ``()`` (shared by all chains) or ``(C,)``."""
+
+    step_size: Array
 
 
-class StepInfo(NamedTuple):
-    """What one transition reports, per chain (each field has shape ``(C,)``)."""
+class MassMatrixParameters(TypedDict):
+    """Parameters of HMC and NUTS: ``step_size`` ``()`` or ``(C,)``, diagonal ``inverse_mass_matrix`` ``(C, D)``."""
 
-    acceptance_rate: Array
-    is_accepted: Array
-    is_divergent: Array
-    is_nonfinite: Array
-    num_gradient_evaluations: Array
+    step_size: Array
+    inverse_mass_matrix: Array
+
+
+class ChEESParameters(TypedDict):
+    """Parameters of ChEES: those of HMC plus ``num_leapfrog_steps`` ``(C,)`` (mean trajectory length in steps)."""
+
+    step_size: Array
+    inverse_mass_matrix: Array
+    num_leapfrog_steps: Array
 
 
 class GradientState(NamedTuple):
@@ -101,58 +148,14 @@ def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
     return wrapped
 
 
-def normal_and_uniform(rng_key: PRNGKey, num_chains: int, dim: int, dtype: Any,
-                       both_halves: bool = True) -> tuple[Array, Array]:
-    """``(C, D)`` standard normals and ``(C,)`` uniforms on [0, 1) from ONE batched bits call.
-
-    The same transforms as ``jax.random.normal`` (uniform on (−1, 1) mapped by
-    √2·erf⁻¹) and ``jax.random.uniform`` (random mantissa bits), applied to
-    ``(C, D + 1)`` random words: words ``0..D−1`` of row ``c`` give chain ``c``'s
-    noise and word ``D`` its uniform. Each chain's words depend only on the key
-    and the chain index, so samples do not depend on the device count. Both
-    generators are Threefry-2x32 written out as one elementwise expression
-    (JAX's own lowering on CPU is a rolled loop, 4.5x slower):
-
-    - ``both_halves=True``: :func:`jaxprobe.engine.random.random_words`, two
-      words per Threefry block (half the hashing; MALA's step is 8% faster at
-      C = 1024, D = 30 on CPU);
-    - ``both_halves=False``: one block per word, the words of
-      ``jax.random.bits(rng_key, (C·D + C,))`` laid out chain-major (word
-      ``c·D + d`` is noise ``(c, d)``, word ``C·D + c`` chain ``c``'s uniform).
-      RWMH uses this layout: XLA:CPU recomputes the noise inside the fusion that
-      evaluates an elementwise log density, and with the paired words that fused
-      evaluation differed in the last bit between 1 and 4 devices
-      (``tests/test_engine_devices.py``); with this layout they agree.
-    """
-    dtype = jnp.dtype(dtype)
-    finfo = jnp.finfo(dtype)
-    bit_width = finfo.bits
-    uint = {32: jnp.uint32, 64: jnp.uint64}[bit_width]
-    if both_halves:
-        bits = random_words(rng_key, num_chains, dim + 1, uint)
-    elif uses_unrolled_threefry(rng_key) and num_chains * (dim + 1) < 2**32:
-        rows = jax.lax.broadcasted_iota(jnp.uint32, (num_chains, dim + 1), 0)
-        cols = jax.lax.broadcasted_iota(jnp.uint32, (num_chains, dim + 1), 1)
-        counters = jnp.where(cols < dim, rows * jnp.uint32(dim) + cols, jnp.uint32(num_chains * dim) + rows)
-        bits = random_bits_at(rng_key, counters, uint)
-    else:
-        flat = jax.random.bits(rng_key, (num_chains * (dim + 1),), uint)
-        bits = jnp.concatenate([flat[: num_chains * dim].reshape(num_chains, dim),
-                                flat[num_chains * dim:, None]], axis=1)
-    one = jnp.array(1.0, dtype).view(uint)
-    uniform = jax.lax.bitcast_convert_type((bits >> (bit_width - finfo.nmant)) | one, dtype) - 1.0  # (C, D + 1)
-    low = jnp.nextafter(jnp.array(-1.0, dtype), jnp.array(0.0, dtype))
-    symmetric = jnp.maximum(low, uniform[:, :dim] * (1.0 - low) + low)
-    normal = jnp.sqrt(jnp.array(2.0, dtype)) * jax.lax.erf_inv(symmetric)
-    return normal, uniform[:, dim]
-
-
 def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Array, Array]:
     return jax.vmap(jax.value_and_grad(logdensity_fn))(positions)
 
 
-def _per_chain(value: Array, num_chains: int) -> Array:
+def per_chain(value: Array, num_chains: int) -> Array:
+    """A shared ``()`` or per-chain ``(C,)`` parameter as ``(C,)`` (to vmap a single-chain kernel over)."""
     return jnp.broadcast_to(value, (num_chains,))
+
 
 
 def _as_column(step_size: Array) -> Array:
@@ -164,8 +167,80 @@ def _as_column(step_size: Array) -> Array:
     return step_size if step_size.ndim == 0 else step_size[:, None]
 
 
+class BaseKernel:
+    """What every kernel shares: option checks, default parameters and the windowed warmup.
+
+    A kernel is a frozen dataclass deriving from this class whose fields are all declared with
+    :func:`~jaxprobe.engine.options.int_option`, :func:`~jaxprobe.engine.options.float_option` or
+    :func:`~jaxprobe.engine.options.choice_option`; ``__post_init__`` checks them. It declares
+    ``name`` and implements ``init``, ``step`` and ``initial_step_size``
+    (:class:`jaxprobe.engine.protocols.Kernel`); it has a ``target_acceptance_rate`` field.
+    """
+
+    name: ClassVar[str]
+    uses_gradient: ClassVar[bool] = True
+    adapts_mass_matrix: ClassVar[bool] = False
+    starts_at_target: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        validate_options(self)
+        if hasattr(self, "numerics"):  # "fast" → Numerics("fast"): equal policies, one compiled program
+            object.__setattr__(self, "numerics", as_numerics(self.numerics))
+
+    def default_parameters(self, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+                           inverse_mass_matrix: Any = None) -> dict[str, Array]:
+        """``step_size`` (given, else :meth:`initial_step_size`): a scalar stays scalar (shared by all
+        chains: the fast path), ``(C,)`` is per chain; with ``adapts_mass_matrix``, the diagonal
+        ``inverse_mass_matrix`` (given ``(D,)`` or ``(C, D)``, else ones) broadcast to ``(C, D)``."""
+        if step_size is None:
+            step_size = self.initial_step_size(dim)
+        parameters = {"step_size": jnp.asarray(step_size, dtype)}
+        if self.adapts_mass_matrix:
+            imm = jnp.ones((dim,), dtype) if inverse_mass_matrix is None else jnp.asarray(inverse_mass_matrix, dtype)
+            parameters["inverse_mass_matrix"] = jnp.broadcast_to(imm, (num_chains, dim))
+        return parameters
+
+    def adaptation(self, target_acceptance_rate: float | None = None, shared: bool = False) -> Adaptation:
+        """Stan's windowed adaptation (:class:`jaxprobe.engine.core.WindowAdaptation`)."""
+        return WindowAdaptation(self, target_acceptance_rate, shared)
+
+
+class GradientKernel(BaseKernel):
+    """A kernel whose state carries the log density and its gradient (:class:`GradientState`)."""
+
+    uses_gradient: ClassVar[bool] = True
+
+    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
+        """Positions ``(C, D)`` → their log densities ``(C,)`` and gradients ``(C, D)`` (non-finite → −inf)."""
+        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
+        return GradientState(positions, logdensity, grad)
+
+
+class ValueKernel(BaseKernel):
+    """A gradient-free kernel: its state carries only the log density (:class:`ValueState`)."""
+
+    uses_gradient: ClassVar[bool] = False
+
+    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> ValueState:
+        """Positions ``(C, D)`` → their log densities ``(C,)`` (non-finite → −inf)."""
+        return ValueState(positions, jax.vmap(safe_logdensity(logdensity_fn))(positions))
+
+
+_TARGET_DOC = "mean acceptance probability warmup adapts the step size towards"
+
+
+def _target_option(default: float) -> Any:
+    return float_option(default, minimum=0.0, maximum=1.0, exclusive_minimum=True, exclusive_maximum=True,
+                        doc=_TARGET_DOC)
+
+
+def _divergence_option() -> Any:
+    return float_option(1000.0, minimum=0.0, exclusive_minimum=True,
+                        doc="energy error above which a trajectory counts as divergent")
+
+
 @dataclasses.dataclass(frozen=True)
-class MALA:
+class MALA(GradientKernel):
     """Metropolis-adjusted Langevin algorithm, batched over chains.
 
     Proposal (Roberts & Tweedie 1996; probing paper, Appendix C):
@@ -178,25 +253,20 @@ class MALA:
     """
 
     name: ClassVar[str] = "mala"
-    target_acceptance_rate: float = 0.574
-    uses_gradient: ClassVar[bool] = True
-    adapts_mass_matrix: ClassVar[bool] = False
-
-    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
-        return GradientState(positions, logdensity, grad)
+    target_acceptance_rate: float = _target_option(0.574)
+    numerics: Numerics = numerics_field()
 
     def step(
         self,
         rng_key: PRNGKey,
         state: GradientState,
-        parameters: dict[str, Array],
+        parameters: StepSizeParameters,
         logdensity_fn: FlatLogDensity,
     ) -> tuple[GradientState, StepInfo]:
         position, logdensity, grad = state
         num_chains = position.shape[0]
         step_size = _as_column(parameters["step_size"])
-        noise, uniform = normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype)
+        noise, uniform = self.numerics.normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype)
         log_uniform = jnp.log(uniform)
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
@@ -235,7 +305,7 @@ class MALA:
 
 
 @dataclasses.dataclass(frozen=True)
-class RWMH:
+class RWMH(ValueKernel):
     """Gaussian random-walk Metropolis, batched over chains; needs no gradient.
 
     Proposal ``x' = x + σ ξ`` with ``σ = step_size`` (scalar or ``(C,)``). The right
@@ -243,24 +313,21 @@ class RWMH:
     """
 
     name: ClassVar[str] = "rwmh"
-    target_acceptance_rate: float = 0.234
-    uses_gradient: ClassVar[bool] = False
-    adapts_mass_matrix: ClassVar[bool] = False
-
-    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> ValueState:
-        return ValueState(positions, jax.vmap(safe_logdensity(logdensity_fn))(positions))
+    target_acceptance_rate: float = _target_option(0.234)
+    numerics: Numerics = numerics_field()
 
     def step(
         self,
         rng_key: PRNGKey,
         state: ValueState,
-        parameters: dict[str, Array],
+        parameters: StepSizeParameters,
         logdensity_fn: FlatLogDensity,
     ) -> tuple[ValueState, StepInfo]:
         position, logdensity = state
         num_chains = position.shape[0]
-        noise, uniform = normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype,
-                                            both_halves=False)  # see normal_and_uniform
+        # One Threefry block per word in the reproducible mode (see numerics.normal_and_uniform).
+        noise, uniform = self.numerics.normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype,
+                                                          paired=False)
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
         raw_logdensity = jax.vmap(logdensity_fn)(proposal)
@@ -286,53 +353,34 @@ class RWMH:
         return 2.38 / dim**0.5 * 0.5
 
 
-def diagonal_metric(inverse_mass_matrix: Array) -> bj_metrics.Metric:
-    """BlackJAX's diagonal Gaussian-Euclidean metric with ``jnp.dot`` replaced by elementwise sums.
+def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_args: Any) -> Any:
+    """Run a single-chain kernel on every chain: ``jax.vmap(one_chain)(keys, state, *per_chain_args)``.
 
-    Under ``vmap`` a ``dot`` becomes a batched matmul whose CPU kernel, and so its
-    rounding, depends on how many chains share a device; a multiply-and-sum does
-    not. This keeps HMC/NUTS draws bit-identical for any device count.
+    ``keys`` are ``jax.random.split(rng_key, C)`` (one per chain); ``state`` is a kernel state with a
+    leading chain axis (``state.position`` ``(C, D)``); every ``per_chain_args`` leaf has a leading
+    axis ``C`` too (:func:`per_chain` broadcasts a shared step size). Returns what ``one_chain``
+    returns, stacked over chains (e.g. BlackJAX's ``(state, info)`` with leaves ``(C, ...)``).
     """
-    metric = bj_metrics.gaussian_euclidean(inverse_mass_matrix)
-
-    def kinetic_energy(momentum: Array, position: Array | None = None) -> Array:
-        del position
-        return 0.5 * jnp.sum(inverse_mass_matrix * momentum * momentum)
-
-    def check_turning(momentum_left, momentum_right, momentum_sum, position_left=None, position_right=None):
-        del position_left, position_right
-        rho = momentum_sum - (momentum_right + momentum_left) / 2
-        turning_at_left = jnp.sum(inverse_mass_matrix * momentum_left * rho) <= 0
-        turning_at_right = jnp.sum(inverse_mass_matrix * momentum_right * rho) <= 0
-        return turning_at_left | turning_at_right
-
-    return metric._replace(kinetic_energy=kinetic_energy, check_turning=check_turning)
-
-
-def _vmapped_blackjax_step(kernel: Callable, rng_key: PRNGKey, state: Any, *per_chain_args: Any):
     keys = jax.random.split(rng_key, state.position.shape[0])
-    return jax.vmap(kernel)(keys, state, *per_chain_args)
+    return jax.vmap(one_chain)(keys, state, *per_chain_args)
 
 
 @dataclasses.dataclass(frozen=True)
-class HMC:
+class HMC(GradientKernel):
     """Hamiltonian Monte Carlo with a fixed number of leapfrog steps (BlackJAX kernel).
 
     Parameters: ``step_size`` (scalar or ``(C,)``) and a diagonal ``inverse_mass_matrix`` ``(C, D)``.
     """
 
     name: ClassVar[str] = "hmc"
-    num_integration_steps: int = 10
-    target_acceptance_rate: float = 0.8
-    divergence_threshold: float = 1000.0
-    uses_gradient: ClassVar[bool] = True
+    num_integration_steps: int = int_option(10, minimum=1, doc="leapfrog steps per transition")
+    target_acceptance_rate: float = _target_option(0.8)
+    divergence_threshold: float = _divergence_option()
+    numerics: Numerics = numerics_field()
     adapts_mass_matrix: ClassVar[bool] = True
 
-    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
-        return GradientState(positions, logdensity, grad)
-
-    def step(self, rng_key, state, parameters, logdensity_fn):
+    def step(self, rng_key: PRNGKey, state: GradientState, parameters: MassMatrixParameters,
+             logdensity_fn: FlatLogDensity) -> tuple[GradientState, StepInfo]:
         safe = safe_logdensity(logdensity_fn)
         kernel = bj_hmc.build_kernel(divergence_threshold=self.divergence_threshold)
 
@@ -342,12 +390,12 @@ class HMC:
                 bj_hmc.HMCState(*chain_state),
                 safe,
                 step_size,
-                diagonal_metric(inverse_mass_matrix),
+                self.numerics.metric(inverse_mass_matrix),
                 self.num_integration_steps,
             )
 
-        new_state, info = _vmapped_blackjax_step(
-            one_chain, rng_key, state, _per_chain(parameters["step_size"], state.position.shape[0]),
+        new_state, info = vmap_chains(
+            one_chain, rng_key, state, per_chain(parameters["step_size"], state.position.shape[0]),
             parameters["inverse_mass_matrix"]
         )
         num_chains = state.position.shape[0]
@@ -365,7 +413,7 @@ class HMC:
 
 
 @dataclasses.dataclass(frozen=True)
-class NUTS:
+class NUTS(GradientKernel):
     """The No-U-Turn sampler (BlackJAX's iterative, multinomial NUTS), vmapped over chains.
 
     Chains run in lockstep: a step lasts as long as the longest trajectory among
@@ -375,17 +423,15 @@ class NUTS:
     """
 
     name: ClassVar[str] = "nuts"
-    max_num_doublings: int = 10
-    target_acceptance_rate: float = 0.8
-    divergence_threshold: float = 1000.0
-    uses_gradient: ClassVar[bool] = True
+    # At most 2^k leapfrog steps per transition; 30 keeps 2^k inside BlackJAX's int32 step counts.
+    max_num_doublings: int = int_option(10, minimum=1, maximum=30, doc="trajectory doublings per transition")
+    target_acceptance_rate: float = _target_option(0.8)
+    divergence_threshold: float = _divergence_option()
+    numerics: Numerics = numerics_field()
     adapts_mass_matrix: ClassVar[bool] = True
 
-    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> GradientState:
-        logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
-        return GradientState(positions, logdensity, grad)
-
-    def step(self, rng_key, state, parameters, logdensity_fn):
+    def step(self, rng_key: PRNGKey, state: GradientState, parameters: MassMatrixParameters,
+             logdensity_fn: FlatLogDensity) -> tuple[GradientState, StepInfo]:
         safe = safe_logdensity(logdensity_fn)
         kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
 
@@ -395,12 +441,12 @@ class NUTS:
                 bj_hmc.HMCState(*chain_state),
                 safe,
                 step_size,
-                diagonal_metric(inverse_mass_matrix),
+                self.numerics.metric(inverse_mass_matrix),
                 self.max_num_doublings,
             )
 
-        new_state, info = _vmapped_blackjax_step(
-            one_chain, rng_key, state, _per_chain(parameters["step_size"], state.position.shape[0]),
+        new_state, info = vmap_chains(
+            one_chain, rng_key, state, per_chain(parameters["step_size"], state.position.shape[0]),
             parameters["inverse_mass_matrix"]
         )
         return GradientState(*new_state), StepInfo(
@@ -416,28 +462,43 @@ class NUTS:
 
 
 @dataclasses.dataclass(frozen=True)
-class ChEES:
+class ChEES(BaseKernel):
     """Jittered HMC (BlackJAX's dynamic HMC) tuned by ChEES (Hoffman, Radul & Sountsov 2021).
 
     Warmup maximizes the Change in the Estimator of the Expected Square across
     all chains at once (cross-chain statistics), so it improves with the number
     of chains: the default choice for hundreds of chains. The trajectory length
     is jittered by a Halton sequence, as in BlackJAX's ``chees_adaptation``; the adaptation is
-    :func:`jaxprobe.engine.chees.chees_warmup` (BlackJAX's update with batch-invariant reductions).
-    Parameters: one shared ``step_size`` and ``inverse_mass_matrix`` (broadcast
-    per chain) and ``num_leapfrog_steps`` (mean trajectory length in steps).
+    :class:`jaxprobe.engine.chees.ChEESAdaptation` (BlackJAX's update; in the reproducible numerics
+    mode written out with batch-invariant reductions).
+    Parameters (:class:`ChEESParameters`): one shared ``step_size`` and ``inverse_mass_matrix``
+    (broadcast per chain) and ``num_leapfrog_steps`` (mean trajectory length in steps).
     """
 
     name: ClassVar[str] = "chees"
-    #: Warmup adapts all chains together (jaxprobe.engine.chees.chees_warmup), not per chain.
-    cross_chain_warmup: ClassVar[bool] = True
-    target_acceptance_rate: float = 0.651
-    learning_rate: float = 0.025
-    max_leapfrog_steps: int = 1000
-    max_bits: int = 20
-    divergence_threshold: float = 1000.0
+    target_acceptance_rate: float = _target_option(0.651)
+    learning_rate: float = float_option(0.025, minimum=0.0, exclusive_minimum=True,
+                                        doc="Adam's learning rate for the log trajectory length")
+    max_leapfrog_steps: int = int_option(1000, minimum=1, doc="upper bound of the trajectory length in steps")
+    # The Halton jitter works on the bits of an int32 index.
+    max_bits: int = int_option(20, minimum=1, maximum=31, doc="bits of the Halton sequence's index")
+    divergence_threshold: float = _divergence_option()
+    numerics: Numerics = numerics_field()
     uses_gradient: ClassVar[bool] = True
     adapts_mass_matrix: ClassVar[bool] = True
+
+    def default_parameters(self, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+                           inverse_mass_matrix: Any = None, num_leapfrog_steps: Any = None) -> ChEESParameters:
+        """Those of HMC plus ``num_leapfrog_steps`` ``(C,)`` (given, else 10)."""
+        parameters = super().default_parameters(num_chains, dim, dtype, step_size, inverse_mass_matrix)
+        steps = 10.0 if num_leapfrog_steps is None else num_leapfrog_steps
+        parameters["num_leapfrog_steps"] = jnp.broadcast_to(jnp.asarray(steps, dtype), (num_chains,))
+        return parameters
+
+    def adaptation(self, target_acceptance_rate: float | None = None, shared: bool = False) -> Adaptation:
+        """Cross-chain ChEES adaptation (always shared: ``shared`` has no effect)."""
+        del shared
+        return ChEESAdaptation(self, target_acceptance_rate)
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> DynamicState:
         logdensity, grad = _value_and_grad(safe_logdensity(logdensity_fn), positions)
@@ -452,11 +513,13 @@ class ChEES:
         jitter = self.jitter(random_generator_arg)
         return jnp.maximum(jnp.ceil(jitter * num_leapfrog_steps), 1).astype(jnp.int32)
 
-    def step(self, rng_key, state, parameters, logdensity_fn):
+    def step(self, rng_key: PRNGKey, state: DynamicState, parameters: ChEESParameters,
+             logdensity_fn: FlatLogDensity) -> tuple[DynamicState, StepInfo]:
         new_state, info, _ = self.step_with_proposal(rng_key, state, parameters, logdensity_fn)
         return new_state, info
 
-    def step_with_proposal(self, rng_key, state, parameters, logdensity_fn):
+    def step_with_proposal(self, rng_key: PRNGKey, state: DynamicState, parameters: ChEESParameters,
+                           logdensity_fn: FlatLogDensity) -> tuple[DynamicState, StepInfo, Any]:
         """A step that also returns BlackJAX's per-chain ``HMCInfo`` (the proposal's position and
         momentum, which ChEES adaptation reads)."""
         safe = safe_logdensity(logdensity_fn)
@@ -472,15 +535,15 @@ class ChEES:
                 bj_dynamic_hmc.DynamicHMCState(*chain_state),
                 safe,
                 step_size,
-                diagonal_metric(inverse_mass_matrix),
+                self.numerics.metric(inverse_mass_matrix),
                 (num_leapfrog_steps,),
             )
 
-        new_state, info = _vmapped_blackjax_step(
+        new_state, info = vmap_chains(
             one_chain,
             rng_key,
             state,
-            _per_chain(parameters["step_size"], state.position.shape[0]),
+            per_chain(parameters["step_size"], state.position.shape[0]),
             parameters["inverse_mass_matrix"],
             parameters["num_leapfrog_steps"],
         )
@@ -498,15 +561,17 @@ class ChEES:
 
 
 @dataclasses.dataclass(frozen=True)
-class SMC:
+class SMC(BaseKernel):
     """Adaptive tempered sequential Monte Carlo, then its particles continue as chains (``sampler="smc"``).
 
-    Not a transition kernel but a way to START chains at the target: particles drawn
+    Not a transition kernel of its own but a way to START chains at the target: particles drawn
     exactly from the reference r (the prior restricted to the feature space) are moved
-    through ``r·exp(λ ℓ)``, λ: 0 → 1 (:func:`jaxprobe.engine.smc.tempered_smc`), which
+    through ``r·exp(λ ℓ)``, λ: 0 → 1 (:meth:`start`, :func:`jaxprobe.engine.smc.tempered_smc`), which
     gets the proportions of separated modes right where chains started anywhere else
     keep the proportions of their starting points. The particles then run as chains of
-    the ``kernel`` sampler (``"mala"`` or ``"hmc"``) at the target. Options:
+    the ``kernel`` sampler (``"mala"`` or ``"hmc"``, :meth:`chains`) at the target; as a
+    :class:`jaxprobe.engine.protocols.Kernel` it is that kernel (``init``, ``step``, parameters and
+    warmup delegate to :meth:`chains`). Options:
     ``kernel``, ``num_mcmc_steps`` (inner steps per stage), ``target_ess`` (ESS fraction
     that sets each λ increment), ``num_groups`` (independent particle groups, for the
     standard error of log Z), ``max_stages``, ``num_integration_steps`` (HMC).
@@ -515,27 +580,16 @@ class SMC:
     name: ClassVar[str] = "smc"
     starts_at_target: ClassVar[bool] = True
     uses_gradient: ClassVar[bool] = True
-    kernel: str = "mala"
-    num_mcmc_steps: int = 10
-    target_ess: float = 0.5
-    num_groups: int | None = None
-    max_stages: int = 200
-    num_integration_steps: int = 8
-
-    def __post_init__(self):
-        if self.kernel not in ("mala", "hmc"):
-            raise ValueError(f"sampler_options['kernel'] for 'smc' must be 'mala' or 'hmc', got {self.kernel!r}")
-        for name, minimum in (("num_mcmc_steps", 1), ("num_groups", 1), ("max_stages", 1),
-                              ("num_integration_steps", 1)):
-            value = getattr(self, name)
-            if name == "num_groups" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"sampler_options[{name!r}] for 'smc' must be an int >= {minimum}, got {value!r}")
-        if isinstance(self.target_ess, bool) or not isinstance(self.target_ess, (int, float)) \
-                or not 0.0 < self.target_ess < 1.0:
-            raise ValueError(f"sampler_options['target_ess'] for 'smc' must be a number in (0, 1), "
-                             f"got {self.target_ess!r}")
+    kernel: str = choice_option("mala", SMC_INNER_KERNELS,
+                                doc="the kernel that moves the particles, then the chains")
+    num_mcmc_steps: int = int_option(10, minimum=1, doc="inner kernel steps per tempering stage")
+    target_ess: float = float_option(0.5, minimum=0.0, maximum=1.0, exclusive_minimum=True, exclusive_maximum=True,
+                                     doc="effective sample size fraction that sets each increment of λ")
+    num_groups: int | None = int_option(None, minimum=1, allow_none=True,
+                                        doc="independent particle groups (None: N/128 clipped to [2, 16])")
+    max_stages: int = int_option(200, minimum=1, doc="most tempering stages before giving up")
+    num_integration_steps: int = int_option(8, minimum=1, doc="leapfrog steps per HMC step")
+    numerics: Numerics = numerics_field()
 
     def groups(self, num_particles: int) -> int:
         """Independent particle groups for N particles: ``num_groups`` if given, else N/128 clipped to
@@ -549,9 +603,51 @@ class SMC:
             groups -= 1
         return groups
 
-    def chains(self) -> Any:
+    def chains(self) -> GradientKernel:
         """The kernel the particles continue with at the target."""
-        return MALA() if self.kernel == "mala" else HMC(num_integration_steps=self.num_integration_steps)
+        return _SMC_CHAIN_KERNELS[self.kernel](self)
+
+    def start(self, rng_key: PRNGKey, reference_logdensity: FlatLogDensity, tilt: FlatLogDensity,
+              particles: Array) -> Any:
+        """Move ``particles`` ``(N, D)``, exact draws of the reference, to the target ``reference · exp(tilt)``:
+        :func:`jaxprobe.engine.smc.tempered_smc` with this sampler's options (its ``SMCResult``)."""
+        return tempered_smc(rng_key, reference_logdensity, tilt, particles, kernel=self.kernel,
+                            num_mcmc_steps=self.num_mcmc_steps, target_ess=self.target_ess,
+                            max_stages=self.max_stages, num_groups=self.groups(particles.shape[0]),
+                            num_integration_steps=self.num_integration_steps)
+
+    # As a Kernel: the chains' kernel.
+    @property
+    def adapts_mass_matrix(self) -> bool:
+        return self.chains().adapts_mass_matrix
+
+    @property
+    def target_acceptance_rate(self) -> float:
+        return self.chains().target_acceptance_rate
+
+    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> Any:
+        return self.chains().init(positions, logdensity_fn)
+
+    def step(self, rng_key: PRNGKey, state: Any, parameters: Any, logdensity_fn: FlatLogDensity) -> Any:
+        return self.chains().step(rng_key, state, parameters, logdensity_fn)
+
+    def initial_step_size(self, dim: int) -> float:
+        return self.chains().initial_step_size(dim)
+
+    def default_parameters(self, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+                           inverse_mass_matrix: Any = None) -> dict[str, Array]:
+        return self.chains().default_parameters(num_chains, dim, dtype, step_size, inverse_mass_matrix)
+
+    def adaptation(self, target_acceptance_rate: float | None = None, shared: bool = False) -> Adaptation:
+        return self.chains().adaptation(target_acceptance_rate, shared)
 
 
-SAMPLERS: dict[str, type] = {cls.name: cls for cls in (MALA, RWMH, HMC, NUTS, ChEES, SMC)}
+#: The chain kernel of each ``SMC(kernel=...)`` choice, built from the SMC options.
+_SMC_CHAIN_KERNELS: dict[str, Callable[[SMC], GradientKernel]] = {
+    "mala": lambda smc: MALA(numerics=smc.numerics),
+    "hmc": lambda smc: HMC(num_integration_steps=smc.num_integration_steps, numerics=smc.numerics),
+}
+
+#: The samplers jaxprobe ships, in the order ``known_samplers()`` lists them (the registry,
+#: :mod:`jaxprobe.engine.registry`, starts with these).
+BUILTIN_KERNELS: tuple[type, ...] = (MALA, RWMH, HMC, NUTS, ChEES, SMC)

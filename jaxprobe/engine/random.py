@@ -1,5 +1,9 @@
 """Random bits for the per-step noise of the samplers: ``jax.random.bits``, bit for bit, but unrolled.
 
+The generator of the ``numerics="reproducible"`` mode (:mod:`jaxprobe.engine.numerics`, the
+default on CPU); the ``"fast"`` mode calls ``jax.random`` itself, whose Threefry is unrolled
+by XLA on GPU/TPU anyway.
+
 JAX lowers its Threefry-2x32 hash on CPU as a rolled ``fori_loop`` of five
 iterations (to keep compile times short). Inside a sampler's ``lax.scan`` that
 loop runs every step as its own small while-loop with buffer copies between

@@ -130,9 +130,14 @@ class Samples:
     evidence_path
         ``{"temperature", "log_evidence", "log_evidence_se"}``, each ``(K,)``:
         ``log Z`` along the tempering path, or ``None``.
+    numerics
+        The numerics policy of the run, ``"reproducible"`` or ``"fast"``
+        (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
+        (``tree_gibbs``) or the file predates the field.
 
     :meth:`save` / :meth:`load` keep every field (format version 2; files of
-    version 1 still load, with the defaults of the newer fields).
+    version 1, and version-2 files written before ``numerics`` existed, still
+    load, with the defaults of the newer fields).
     """
 
     positions: ArrayTree
@@ -151,6 +156,7 @@ class Samples:
     log_evidence: float | None = None
     log_evidence_se: float | None = None
     evidence_path: dict[str, np.ndarray] | None = None
+    numerics: str | None = None
 
     @property
     def num_chains(self) -> int:
@@ -232,6 +238,7 @@ class Samples:
             "log_evidence": _encode_float(self.log_evidence),
             "log_evidence_se": _encode_float(self.log_evidence_se),
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
+            "numerics": self.numerics,
         }
         arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
         for name in ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
@@ -275,6 +282,7 @@ class Samples:
                 log_evidence_se=_decode_float(header.get("log_evidence_se")),
                 evidence_path=None if path_keys is None else {
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
+                numerics=header.get("numerics"),
             )
 
     def to_arviz(self):

@@ -114,18 +114,62 @@ from blackjax.smc.tuning import from_particles
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["SMCInfo", "SMCResult", "tempered_smc", "evidence_curve", "default_step_size", "KERNELS",
-           "TARGET_ACCEPTANCE"]
+           "TARGET_ACCEPTANCE", "INNER_KERNELS", "InnerKernel"]
 
-#: The inner kernels understood by :func:`tempered_smc`.
-KERNELS = ("mala", "hmc")
-#: Target mean acceptance of the step-size rule (Roberts & Rosenthal 1998 for MALA;
-#: Beskos et al. 2013 for HMC).
-TARGET_ACCEPTANCE = {"mala": 0.574, "hmc": 0.65}
+LogDensity = Callable[[Array], Array]
+
+
+def _mala_move(keys: Array, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
+               num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+    """``num_mcmc_steps`` preconditioned MALA steps per particle (see :func:`_tempered_smc_compiled`'s ``move``).
+
+    BlackJAX's MALA has no mass matrix: run it on u = z / s with s = √diag(M⁻¹), whose
+    density π_λ(s ⊙ u) has a constant Jacobian. In z this is MALA preconditioned by
+    M⁻¹ = diag(s²): z' = z + ε M⁻¹∇log π_λ(z) + √(2ε) s ⊙ ξ.
+    """
+    del num_integration_steps
+    num_particles = positions.shape[0]
+    scale = jnp.sqrt(inverse_mass_matrix)
+    update, _ = update_and_take_last(
+        mala.init, lambda u: logdensity(scale * u), partial(mala.build_kernel(), step_size=step_size),
+        num_mcmc_steps, num_particles)
+    whitened, info = update(keys, positions / scale, {})
+    return whitened * scale, info.acceptance_rate, jnp.full((num_particles,), num_mcmc_steps, jnp.int32)
+
+
+def _hmc_move(keys: Array, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
+              num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+    """``num_mcmc_steps`` HMC steps (``num_integration_steps`` leapfrog steps, diagonal M⁻¹) per particle."""
+    step = partial(hmc.build_kernel(integrator=integrators.velocity_verlet), step_size=step_size,
+                   inverse_mass_matrix=inverse_mass_matrix, num_integration_steps=num_integration_steps)
+    update, _ = update_and_take_last(hmc.init, logdensity, step, num_mcmc_steps, positions.shape[0])
+    new_positions, info = update(keys, positions, {})
+    return new_positions, info.acceptance_rate, jnp.sum(info.num_integration_steps, axis=1).astype(jnp.int32)
+
+
+class InnerKernel(NamedTuple):
+    """An inner kernel of :func:`tempered_smc`: the target mean acceptance of the step-size rule, the
+    exponent of the first stage's step size ``D^exponent``, and the move of all particles
+    ``(keys (N,), positions (N, D), logdensity, step_size, inverse_mass_matrix (D,), num_mcmc_steps,
+    num_integration_steps) -> (positions (N, D), acceptance (N, num_mcmc_steps), gradient evaluations (N,))``."""
+
+    target_acceptance: float
+    step_size_exponent: float
+    move: Callable[..., tuple[Array, Array, Array]]
+
+
+#: The inner kernels understood by :func:`tempered_smc`, by name. Targets: Roberts & Rosenthal 1998
+#: for MALA, Beskos et al. 2013 for HMC; first step sizes ``D^{-1/3}`` and ``D^{-1/4}`` (same papers).
+INNER_KERNELS: dict[str, InnerKernel] = {
+    "mala": InnerKernel(0.574, -1.0 / 3.0, _mala_move),
+    "hmc": InnerKernel(0.65, -0.25, _hmc_move),
+}
+KERNELS = tuple(INNER_KERNELS)
+#: Target mean acceptance of the step-size rule, by inner kernel.
+TARGET_ACCEPTANCE = {name: inner.target_acceptance for name, inner in INNER_KERNELS.items()}
 # Floor on the particle variances used as the inverse mass matrix, relative to the largest one
 # (in units of the dtype's eps): a coordinate on which the particles collapsed keeps moving.
 _VARIANCE_FLOOR_EPS = 10.0
-
-LogDensity = Callable[[Array], Array]
 
 
 class SMCInfo(NamedTuple):
@@ -287,7 +331,7 @@ def default_step_size(kernel: str, dim: int) -> float:
 
     BlackJAX's MALA proposes ``z + ε∇log π + √(2ε) ξ`` (so ``ε`` is half the proposal
     variance); its HMC ``ε`` is the leapfrog step."""
-    return float(dim) ** (-1.0 / 3.0) if kernel == "mala" else float(dim) ** (-0.25)
+    return float(dim) ** INNER_KERNELS[kernel].step_size_exponent
 
 
 def tempered_smc(
@@ -384,23 +428,9 @@ def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array
 
         positions (N, D) → new positions (N, D), acceptance probabilities (N, num_mcmc_steps),
         gradient evaluations of the steps (N,) int32 (the kernel's init adds one more)."""
-        logdensity = tempered_logdensity(lam)
         keys = jax.random.split(rng_key, num_particles)
-        if kernel == "mala":
-            # BlackJAX's MALA has no mass matrix: run it on u = z / s with s = √diag(M⁻¹), whose
-            # density π_λ(s ⊙ u) has a constant Jacobian. In z this is MALA preconditioned by
-            # M⁻¹ = diag(s²): z' = z + ε M⁻¹∇log π_λ(z) + √(2ε) s ⊙ ξ.
-            scale = jnp.sqrt(inverse_mass_matrix)
-            update, _ = update_and_take_last(
-                mala.init, lambda u: logdensity(scale * u), partial(mala.build_kernel(), step_size=step_size),
-                num_mcmc_steps, num_particles)
-            whitened, info = update(keys, positions / scale, {})
-            return whitened * scale, info.acceptance_rate, jnp.full((num_particles,), num_mcmc_steps, jnp.int32)
-        step = partial(hmc.build_kernel(integrator=integrators.velocity_verlet), step_size=step_size,
-                       inverse_mass_matrix=inverse_mass_matrix, num_integration_steps=num_integration_steps)
-        update, _ = update_and_take_last(hmc.init, logdensity, step, num_mcmc_steps, num_particles)
-        new_positions, info = update(keys, positions, {})
-        return new_positions, info.acceptance_rate, jnp.sum(info.num_integration_steps, axis=1).astype(jnp.int32)
+        return INNER_KERNELS[kernel].move(keys, positions, tempered_logdensity(lam), step_size, inverse_mass_matrix,
+                                          num_mcmc_steps, num_integration_steps)
 
     resample_groups = jax.vmap(lambda key, weights: resampling.systematic(key, weights, group_size))
 

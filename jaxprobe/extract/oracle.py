@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array
 from jaxprobe.types import Array
 
 __all__ = ["Oracle"]
@@ -119,13 +120,10 @@ class Oracle:
         if isinstance(x, jax.core.Tracer):
             raise TypeError(f"{name}: Oracle queries are counted on the host and cannot be traced (called "
                             "inside jit/vmap/grad); query with concrete arrays outside compiled code")
-        array = np.asarray(x)
-        if array.ndim != 2 or array.shape[1] != self.input_dim:
-            raise ValueError(f"{name} must have shape (n, {self.input_dim}), got {array.shape}")
+        # An array, a DataFrame or a nested list of numbers; cast to the working dtype (float32 unless x64).
+        array = as_float_array(x, name, shape=(None, self.input_dim), finite=False)
         if array.shape[0] == 0:
             raise ValueError(f"{name} must hold at least one row")
-        if not np.issubdtype(array.dtype, np.floating) and not np.issubdtype(array.dtype, np.integer):
-            raise TypeError(f"{name} must be a real array, got dtype {array.dtype}")
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name} contains NaN or infinite entries")
         return jnp.asarray(array, dtype=jnp.result_type(float))

@@ -56,6 +56,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array
+from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.extract.oracle import Oracle
 from jaxprobe.types import Array
 
@@ -102,9 +104,7 @@ class RecoveredReLU:
         return int(self.weights.shape[1])
 
     def __call__(self, x: Any) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(f"x must have shape (n, {self.input_dim}), got {x.shape}")
+        x = as_float_array(x, "x", shape=(None, self.input_dim), finite=False)  # arrays, DataFrames, lists
         hidden = np.maximum(x @ self.weights.T + self.biases, 0.0)
         return hidden @ self.output_weights.T + x @ self.linear.T + self.output_bias
 
@@ -481,8 +481,7 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     if num_sweep_points is not None and num_sweep_points < 3:
         raise ValueError(f"num_sweep_points must be at least 3, got {num_sweep_points}")
-    if isinstance(rng_key, numbers.Integral):
-        rng_key = jax.random.key(int(rng_key))
+    rng_key = canonicalize_key(rng_key)  # an int seed or a key; a bool or a string is refused
     step = float(finite_difference_step) if finite_differences else None
     # thresholds: a gradient jump, a value off a line (relative to the interval's scale), and the
     # confirmation probes at the crossing ± probe·width/2; finite differences are noisier (≈1e-10)

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array
 from jaxprobe.engine import Samples
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
@@ -148,7 +149,8 @@ def generate(
     latent_dim
         Needed only when ``decoder`` is a plain callable and ``init`` is not given.
     init
-        Initial latents ``(num_chains, latent_dim)``, e.g. encodings of real digits; default: N(0, I) draws.
+        Initial latents ``(num_chains, latent_dim)``, e.g. encodings of real digits (an array, a DataFrame
+        or a nested list, cast to the working dtype as in :func:`jaxprobe.generate`); default: N(0, I) draws.
     latent_probe
         An extra loss on z added to G∘φ, e.g. ``w * localize(z_anchor)`` to stay near the encoding
         of a real digit (a two-norm localizer in latent space).
@@ -210,7 +212,7 @@ def latent_walk(
         ``latents[0]`` ``(num_steps // thin + 1, latent_dim)`` and the strip ``images[0]``
         ``(num_steps // thin + 1, H, W)`` starting with φ(start).
     """
-    start = np.asarray(start)
+    start = as_float_array(start, "start", dtype="positions")  # an array or a list; the working dtype
     if start.ndim != 1:
         raise ValueError(f"start must be one latent (latent_dim,), got shape {start.shape}")
     if isinstance(num_steps, bool) or not isinstance(num_steps, numbers.Integral) or num_steps < 1:
@@ -218,7 +220,7 @@ def latent_walk(
     if isinstance(thin, bool) or not isinstance(thin, numbers.Integral) or thin < 1 or num_steps % thin:
         raise ValueError(f"thin must be an int >= 1 dividing num_steps={num_steps}, got {thin!r}")
     walk = generate(rng_key, probe, decoder, temperature=temperature, num_chains=1, num_samples=num_steps // thin,
-                    init=start[None].astype(np.float32) if start.dtype != np.float64 else start[None],
+                    init=start[None],
                     sampler=sampler, num_warmup=0, step_size=step_size, thin=thin, progress=False)
     first = decode_draws(decoder, start[None, None])
     images = np.concatenate([first, walk.images], axis=1)

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe.engine import Samples, sample
+from jaxprobe.engine import Samples, sample, tree_gibbs
 from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
@@ -177,8 +177,12 @@ def reconstruction_logdensity(classifier: Any, prior: Any, *, temperature: float
     return lambda z: question.logdensity(z.reshape(-1))
 
 
-def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype):
-    """Sampling–importance–resampling from the prior with weights p_model(k | x)^(1/τ): ``(C, K, D)``."""
+def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype,
+                       allow_impossible=False):
+    """Sampling–importance–resampling from the prior with weights p_model(k | x)^(1/τ): ``(C, K, D)``.
+
+    ``allow_impossible``: a class no candidate gives p > 0 starts from plain prior draws instead of raising
+    (``sampler="tree_gibbs"`` walks out of a zero-probability region by itself)."""
     key_candidates, key_pick = jax.random.split(rng_key)
     candidates = prior.sample(key_candidates, num_candidates, dtype=dtype)
     probabilities = np.asarray(probabilities_fn(candidates), np.float64)
@@ -188,7 +192,9 @@ def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candida
     if not np.all(np.isfinite(np.asarray(candidates))):
         raise ValueError("prior.sample returned non-finite points")
     impossible = np.flatnonzero(~np.any(np.isfinite(log_weights), axis=0))
-    if impossible.size:
+    if impossible.size and allow_impossible:
+        log_weights[:, impossible] = 0.0
+    elif impossible.size:
         raise ValueError(f"no prior draw out of {num_candidates} has p_model(k | x) > 0 for classes "
                          f"{impossible.tolist()}: the prior does not cover them; widen the prior or raise "
                          "num_candidates")
@@ -218,6 +224,13 @@ def _prepare(model: Any, prior: Any, sampler: str, whiten: bool, dtype: Any):
         raise ValueError(f"prior fails on one point of shape ({dim},) (the model's input): {error}") from error
     if prior_shape != ():
         raise ValueError(f"prior must return a scalar log density for one ({dim},) point, got shape {prior_shape}")
+    if sampler == tree_gibbs.NAME:  # exact Gibbs over split intervals, in feature units (no whitening)
+        if tree_gibbs.as_tree_ensemble(classifier) is None:
+            kind = "a black-box predict_proba" if classifier.black_box else classifier.name
+            raise ValueError(f"model: sampler='tree_gibbs' needs an imported tree ensemble (DecisionTree, "
+                             f"RandomForest, ExtraTrees, GradientBoosting, XGBoost), got {kind}")
+        tree_gibbs.prior_table([prior], dim, "prior")  # an unsupported prior is refused here, before compiling
+        return classifier, prior, np.zeros(dim), np.eye(dim)
     if make_kernel(sampler).uses_gradient and not classifier.differentiable:
         kind = "a black-box predict_proba" if classifier.black_box else f"{classifier.name} (piecewise constant)"
         raise ValueError(f"sampler={sampler!r} needs gradients but the model is {kind}: use sampler='rwmh'")
@@ -256,8 +269,10 @@ def reconstruct_many(
     ``samples`` (positions ``(C, N, S, K, D)``) and its own ``draws`` ``(C, N, K, D)``.
     """
     rng_key = canonicalize_key(rng_key)
-    if sampler not in known_samplers():
-        raise ValueError(f"sampler must be one of {known_samplers()}, got {sampler!r}")
+    if sampler not in known_samplers() + (tree_gibbs.NAME,):
+        raise ValueError(f"sampler must be one of {known_samplers() + (tree_gibbs.NAME,)}, got {sampler!r}")
+    tree_options = tree_gibbs.split_options(dict(sample_options, thin=thin, progress=progress)) \
+        if sampler == tree_gibbs.NAME else None
     if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
         raise ValueError(f"num_chains must be a positive int, got {num_chains!r}")
     tau = check_temperature(temperature)
@@ -280,6 +295,11 @@ def reconstruct_many(
     if num_candidates < 1:
         raise ValueError(f"num_candidates must be a positive int, got {num_candidates}")
 
+    question = reconstruction_question(prepared, tau)
+    if sampler == tree_gibbs.NAME:  # the target and its options are checked before anything compiles
+        target = tree_gibbs.reconstruction_target(question, [c for c, *_ in prepared], [p for _, p, *_ in prepared],
+                                                  num_classes, dim)
+        tree_options["prior_moves"] = tree_gibbs.check_prior_moves(target, tree_options["prior_moves"])
     key_init, key_sample = jax.random.split(rng_key)
     starts, weights, batched = [], [], {}
     for index, (classifier, prior, mean, cholesky) in enumerate(prepared):  # S settings, built once
@@ -288,19 +308,25 @@ def reconstruct_many(
                 (lambda x, c=classifier: c.probabilities(np.asarray(x, np.float64))) if classifier.black_box
                 else jax.jit(classifier.probabilities))
         start, class_weights = _initial_positions(jax.random.fold_in(key_init, index), batched[id(classifier)],
-                                                  prior, int(num_chains), num_candidates, tau, dtype)
+                                                  prior, int(num_chains), num_candidates, tau, dtype,
+                                                  allow_impossible=sampler == tree_gibbs.NAME)
         start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T
         starts.append(start_z.reshape(np.shape(start)))
         weights.append(class_weights)
-    question = reconstruction_question(prepared, tau)
     # Chains start from the sampling-importance-resampling draws (C, S, K, D), flattened as the question's z;
     # SMC starts from exact prior draws instead (the reference of its tempering path).
     start_z = None if known_sampler_starts_at_target(sampler) else \
         np.stack(starts, axis=1).astype(dtype).reshape(int(num_chains), -1)
     convergence = check_policy(sample_options.pop("convergence", "warn"))
-    flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples, init=start_z,
-                  sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress, dtype=dtype,
-                  convergence="ignore", **sample_options)
+    if sampler == tree_gibbs.NAME:
+        tree_options.update(convergence="ignore")
+        flat = tree_gibbs.sample(key_sample, target, np.asarray(start_z).reshape(int(num_chains), -1, dim),
+                                 num_samples=num_samples, num_warmup=num_warmup, event_shape=(np.size(start_z[0]),),
+                                 **tree_options)
+    else:
+        flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples, init=start_z,
+                      sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress, dtype=dtype,
+                      convergence="ignore", **sample_options)
     verdict_report(flat.verdict, convergence, stacklevel=2)
     event_shape = (num_classes, dim) if len(prepared) == 1 else (len(prepared), num_classes, dim)
     samples = dataclasses.replace(flat, positions=np.asarray(flat.positions).reshape(
@@ -349,7 +375,13 @@ def reconstruct(
         adaptation) steps; transitions per kept draw.
     sampler
         ``"rwmh"`` (default; black-box, the paper's Metropolis–Hastings) or ``"mala"``, ``"hmc"``,
-        ``"nuts"``, ``"chees"`` for differentiable JAX models.
+        ``"nuts"``, ``"chees"`` for differentiable JAX models, or ``"tree_gibbs"`` for an imported tree
+        ensemble (DecisionTree, RandomForest, ExtraTrees, GradientBoosting, XGBoost) with a Gaussian,
+        diagonal, mixture or box prior: exact coordinate-wise Gibbs sweeps over the split intervals
+        (:mod:`jaxprobe.engine.tree_gibbs`, each sweep ending with prior-preserving Metropolis moves for
+        Gaussian and mixture priors; ``sampler_options={"scan": ..., "prior_moves": ...}``); ``num_warmup``
+        and ``thin`` then count sweeps, chains run in feature units (``whiten`` is not used) and a class no
+        prior draw can reach still starts.
     temperature
         τ in p_model(y | x)^(1/τ); 1 is the paper's posterior.
     whiten

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import check_number
 from jaxprobe.priors import DiagonalGaussian, Gaussian, StandardNormal, UniformBox, _as_float_array
 from jaxprobe.types import Array, PRNGKey
 
@@ -218,12 +219,8 @@ def misspecify(prior: Any, mean_shift: float = 0.0, covariance_scale: float = 1.
     Gaussian: N(m + k s⊙u, c Σ); DiagonalGaussian likewise; UniformBox: centre shifted by k s⊙u,
     half-widths times √c; GaussianMixture: μ_j ↦ m + k s⊙u + √c (μ_j − m), Σ_j ↦ c Σ_j.
     """
-    shift = float(mean_shift)
-    scale = float(covariance_scale)
-    if not math.isfinite(shift):
-        raise ValueError(f"mean_shift must be finite, got {mean_shift}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"covariance_scale must be finite and > 0, got {covariance_scale}")
+    shift = check_number(mean_shift, "mean_shift")
+    scale = check_number(covariance_scale, "covariance_scale", minimum=0.0, exclusive_minimum=True)
     mean, covariance = prior_moments(prior, dim)
     sd = np.sqrt(np.diag(covariance))
     u = np.ones_like(mean) if direction is None else _as_float_array("direction", direction, 1)

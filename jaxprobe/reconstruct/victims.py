@@ -18,16 +18,18 @@ reconstruction posterior (Eq. p̂(x | y) ∝ p_model(y | x) p_prior(x) of the pa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import as_float_array, check_number
 from jaxprobe.types import Array
 
-__all__ = ["JaxClassifier", "BlackBoxClassifier", "as_classifier"]
+__all__ = ["JaxClassifier", "BlackBoxClassifier", "as_classifier", "original_errors"]
 
 _VMAP_METHODS = ("expand_dims", "broadcast_all")
 
@@ -92,7 +94,14 @@ class BlackBoxClassifier:
         ``"expand_dims"`` (default) or ``"broadcast_all"``: how ``jax.pure_callback`` is batched.
         Either way a vmap over chains becomes ONE call on all chains' points.
     validate
-        Call ``predict_proba`` once on a zero input now to check its output shape (default True).
+        Call ``predict_proba`` once on a zero input now, so that a function that fails or returns
+        something other than probabilities is refused before anything compiles (default True).
+    tolerance
+        How far an output may be from a probability vector and still count as one (rounding):
+        every call's output is checked (:meth:`check_output`) for its shape ``(n, K)``, NaN/inf,
+        entries in ``[−tolerance, 1 + tolerance]`` and rows summing to 1 within ``tolerance``; a
+        failed check raises ``ValueError`` saying which. Entries within the tolerance outside
+        ``[0, 1]`` are read as 0 or 1; rows are not renormalized.
 
     Attributes
     ----------
@@ -104,7 +113,8 @@ class BlackBoxClassifier:
     black_box = True
 
     def __init__(self, predict_proba: Callable[[np.ndarray], Any], num_features: int, num_classes: int, *,
-                 vmap_method: str = "expand_dims", validate: bool = True, name: str = "black-box"):
+                 vmap_method: str = "expand_dims", validate: bool = True, name: str = "black-box",
+                 tolerance: float = 1e-4):
         if not callable(predict_proba):
             raise TypeError(f"predict_proba must be callable, got {type(predict_proba).__name__}")
         self.predict_proba = predict_proba
@@ -116,30 +126,68 @@ class BlackBoxClassifier:
             raise ValueError(f"vmap_method must be one of {_VMAP_METHODS}, got {vmap_method!r}")
         self.vmap_method = vmap_method
         self.name = name
+        self.tolerance = check_number(tolerance, "tolerance", minimum=0.0, maximum=0.5)
         self.num_calls = 0
+        self.failure: BaseException | None = None  # what predict_proba raised inside the last failed callback
         if validate:
             self._call(np.zeros((1, self.num_features)))
             self.num_calls = 0
 
     def _call(self, rows: np.ndarray) -> np.ndarray:
         self.num_calls += 1
-        probabilities = np.asarray(self.predict_proba(rows), dtype=np.float64)
-        if probabilities.shape != (rows.shape[0], self.num_classes):
-            raise ValueError(f"predict_proba must return ({rows.shape[0]}, {self.num_classes}) probabilities "
-                             f"for {rows.shape[0]} inputs, got shape {probabilities.shape}")
-        return probabilities
+        return self.check_output(self.predict_proba(rows), rows.shape[0])
+
+    def check_output(self, output: Any, num_rows: int) -> np.ndarray:
+        """``predict_proba``'s output for ``num_rows`` inputs as ``(n, K)`` float64 probabilities, or a
+        ``ValueError`` saying which check failed: shape, NaN/inf, range ``[0, 1]``, row sums (within
+        :attr:`tolerance`)."""
+        try:
+            probabilities = np.asarray(output, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"predict_proba must return numbers, got {type(output).__name__}: {error}") from None
+        where = f"predict_proba ({self.name}) returned"
+        expected = (num_rows, self.num_classes)
+        if probabilities.shape != expected:
+            raise ValueError(f"predict_proba must return {expected} class probabilities for {num_rows} inputs "
+                             f"(one row per input), got shape {probabilities.shape} ({self.name})")
+
+        def first(mask: np.ndarray) -> str:  # mask (n, K): how many rows, and the first one
+            rows = np.flatnonzero(mask.any(axis=1))
+            shown = np.array2string(probabilities[rows[0]], precision=4, threshold=8)
+            return f"{rows.size} row(s), e.g. row {rows[0]}: {shown}"
+
+        if not np.all(np.isfinite(probabilities)):
+            raise ValueError(f"{where} NaN or inf in {first(~np.isfinite(probabilities))}; it must return class "
+                             "probabilities for every input, also outside the range of its training data")
+        tolerance = self.tolerance
+        if np.any(probabilities < -tolerance):
+            raise ValueError(f"{where} negative values in {first(probabilities < -tolerance)}; class probabilities "
+                             "lie in [0, 1] (scores or log-probabilities? pass predict_proba)")
+        if np.any(probabilities > 1 + tolerance):
+            raise ValueError(f"{where} values above 1 in {first(probabilities > 1 + tolerance)}; class "
+                             "probabilities lie in [0, 1] (scores or logits? pass predict_proba)")
+        sums = probabilities.sum(axis=1)
+        off = np.abs(sums - 1.0) > tolerance
+        if np.any(off):
+            row = int(np.flatnonzero(off)[0])
+            raise ValueError(f"{where} rows that do not sum to 1 (within {tolerance:g}): {int(off.sum())} row(s), "
+                             f"e.g. row {row} sums to {sums[row]:.6g}; class probabilities of all "
+                             f"{self.num_classes} classes must sum to 1 (missing classes? unnormalized scores?)")
+        return np.clip(probabilities, 0.0, 1.0)
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """``(n, D) -> (n, K)`` on the host (one call)."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.num_features:
-            raise ValueError(f"x must have shape (n, {self.num_features}), got {x.shape}")
+        x = as_float_array(x, "x", shape=(None, self.num_features))
         return self._call(x)
 
     def _host_log_class_probabilities(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         lead = x.shape[:-2]
-        probabilities = self._call(x.reshape(-1, self.num_features).astype(np.float64))
+        try:
+            probabilities = self._call(x.reshape(-1, self.num_features).astype(np.float64))
+        except BaseException as error:  # JAX re-raises it as a JaxRuntimeError: keep it for original_errors
+            self.failure = error
+            raise
         probabilities = probabilities.reshape(lead + (self.num_classes, self.num_classes))
         with np.errstate(divide="ignore"):  # p = 0 is a legitimate -inf (the class is impossible there)
             return np.log(np.diagonal(probabilities, axis1=-2, axis2=-1)).astype(x.dtype)
@@ -153,6 +201,25 @@ class BlackBoxClassifier:
         return f"BlackBoxClassifier({self.name}, D={self.num_features}, K={self.num_classes})"
 
 
+@contextlib.contextmanager
+def original_errors(*classifiers: Any) -> Iterator[None]:
+    """Re-raise what a :class:`BlackBoxClassifier`'s ``predict_proba`` raised inside the sampler's host
+    callback with its own type (JAX reports any callback failure as a ``JaxRuntimeError``; that error is
+    chained as the cause). Wrap the sampling call: ``with original_errors(classifier): answer(...)``."""
+    for classifier in classifiers:
+        if isinstance(classifier, BlackBoxClassifier):
+            classifier.failure = None
+    try:
+        yield
+    except Exception as error:
+        for classifier in classifiers:
+            failure = getattr(classifier, "failure", None)
+            if failure is not None and failure is not error:
+                classifier.failure = None
+                raise failure.with_traceback(failure.__traceback__) from error
+        raise
+
+
 def as_classifier(model: Any, num_features: int | None = None, num_classes: int | None = None, *,
                   black_box: bool = False) -> JaxClassifier | BlackBoxClassifier:
     """Turn ``model`` into a classifier for reconstruction.
@@ -162,8 +229,8 @@ def as_classifier(model: Any, num_features: int | None = None, num_classes: int 
       (``differentiable`` taken from it).
     * An object with ``predict_proba`` (scikit-learn estimator, Pipeline, XGBoost): converted with
       :func:`jaxprobe.models.from_sklearn` when it can be and ``black_box`` is False; otherwise
-      (``black_box=True``, or from_sklearn rejects it, e.g. a Pipeline) its ``predict_proba`` is called
-      through the host callback. ``num_features`` / ``num_classes`` default to ``n_features_in_`` /
+      (``black_box=True``, or from_sklearn rejects it, e.g. a Pipeline with a step it cannot copy) its
+      ``predict_proba`` is called through the host callback. ``num_features`` / ``num_classes`` default to ``n_features_in_`` /
       ``len(classes_)``.
     * A plain callable ``x (D,) -> (K,)``: the pure JAX path; needs ``num_features``.
     """

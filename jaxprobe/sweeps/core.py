@@ -30,10 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import atomic_write
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
 from jaxprobe.engine.api import _to_host, canonicalize_key, chain_sharding, compiled_program_count, make_kernel
+from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
 from jaxprobe.generate import answer
@@ -131,7 +133,21 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 
 
 def _resolve_dim(problem: SweepProblem) -> int:
-    return infer_dim(dim=problem.dim, prior=problem.prior, constraints=problem.constraints)
+    return infer_dim(dim=problem.dim, prior=problem.prior, constraints=problem.constraints, probe=problem.probe)
+
+
+def _check_shared_constraints(constraints: Any, prior: Any, dim: Any, build_probe: Any) -> None:
+    """``constraints`` given to :func:`sweep` hold for every cell: a bad one (a wrong-length bound, a
+    string) is refused before anything runs, not recorded as every cell's error. Skipped when d is
+    not known yet (a builder's :class:`SweepProblem` states it): each cell then says what is wrong."""
+    if constraints is None:
+        return
+    probe = build_probe.probe if isinstance(build_probe, _FixedProbe) else None
+    try:
+        number = infer_dim(dim=dim, prior=prior, constraints=constraints, probe=probe)
+    except ValueError:
+        return
+    restriction(constraints, number)
 
 
 def _as_problem(value: Any, prior: Any, constraints: Any, dim: Any) -> SweepProblem:
@@ -179,10 +195,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
     shared = settings["step_size_mode"] == "shared"
     target = settings["target_acceptance_rate"]
     num_free = restricted.num_free
-    smc = kernel if getattr(kernel, "starts_at_target", False) else None
+    smc = kernel if kernel.starts_at_target else None
     if smc is not None:  # chains start at the particles of a tempered SMC run, then continue with its kernel
-        from jaxprobe.engine.smc import tempered_smc
-
         kernel = smc.chains()
 
     def one_cell(base_key, seed, temperature, step_size, values):
@@ -200,11 +214,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         out = {}
         if smc is not None:  # the keys of sample(): fold_in(its key, 1) → (reference draws, tempering)
             key_reference, key_tempering = jax.random.split(jax.random.fold_in(key_sample, 1))
-            result = tempered_smc(key_tempering, question.reference, question.logdensity.tilt,
-                                  question.reference.sample(key_reference, num_chains, dtype), kernel=smc.kernel,
-                                  num_mcmc_steps=smc.num_mcmc_steps, target_ess=smc.target_ess,
-                                  max_stages=smc.max_stages, num_groups=smc.groups(num_chains),
-                                  num_integration_steps=smc.num_integration_steps)
+            result = smc.start(key_tempering, question.reference, question.logdensity.tilt,
+                               question.reference.sample(key_reference, num_chains, dtype))
             z0 = result.particles
             out = {"log_evidence": result.log_evidence, "log_evidence_se": result.log_evidence_se,
                    "smc_reached_target": result.info.reached_target, "smc_num_stages": result.info.num_stages,
@@ -222,11 +233,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         elif fixed_step:  # burn-in with the given step size, as sample() does
             state, _, _ = core.run(key_warmup, state, kernel, logdensity, 1, num_warmup)
             state = core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
-        elif getattr(kernel, "cross_chain_warmup", False):
-            state, _ = core.chees_warmup(key_warmup, z0, kernel, logdensity, num_warmup,
-                                         float(kernel.initial_step_size(num_free)), target)
-        else:
-            state, _ = core.warmup(key_warmup, state, kernel, logdensity, num_warmup, target, shared)
+        else:  # the kernel's own adaptation (windowed dual averaging, ChEES, a registered kernel's), in one piece
+            state, _ = core.adapt(key_warmup, state, kernel.adaptation(target, shared), logdensity, num_warmup)
         state, trace, stats = core.run(key_sampling, state, kernel, logdensity, num_samples, thin)
 
         x = jax.vmap(jax.vmap(question.to_data))(trace.position)  # (N, C, d), one-hot groups relaxed
@@ -372,6 +380,7 @@ def sweep(
     dtype: Any = jnp.float32,
     convergence: str = "warn",
     checkpoint: str | os.PathLike | None = None,
+    numerics: str | None = None,
 ) -> SweepResult:
     """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
 
@@ -440,6 +449,10 @@ def sweep(
         A tqdm bar over cells, with chain-steps/s.
     devices
         Devices for the ``chains`` mesh axis (default all).
+    numerics
+        ``"reproducible"``, ``"fast"`` or ``None`` (per platform of ``devices``:
+        reproducible on CPU, fast on GPU/TPU), as in :func:`jaxprobe.sample`, for
+        every cell; checked before anything compiles.
 
     Returns
     -------
@@ -449,6 +462,7 @@ def sweep(
     """
     started = time.perf_counter()
     check_policy(convergence)
+    check_numerics(numerics)
     if checkpoint is not None and len(cells_of(grid)) != 1:
         raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
                          "several cells resumes from out= instead")
@@ -460,12 +474,21 @@ def sweep(
     defaults = {"num_chains": num_chains, "num_samples": num_samples, "num_warmup": num_warmup, "sampler": sampler,
                 "thin": thin, "seed": seed, "step_size": step_size, "step_size_mode": step_size_mode,
                 "target_acceptance_rate": target_acceptance_rate, "temperature": temperature}
+    for name in ("temperature", "step_size"):  # numbers, not bools or strings (the grid's values are checked)
+        if defaults[name] is not None:
+            check_number(defaults[name], name, minimum=0.0, exclusive_minimum=True)
+    if target_acceptance_rate is not None:
+        check_number(target_acceptance_rate, "target_acceptance_rate", minimum=0.0, maximum=1.0,
+                     exclusive_minimum=True, exclusive_maximum=True)
+    for name, minimum in (("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("thin", 1), ("seed", 0)):
+        if name not in axis_names:
+            check_int(defaults[name], name, minimum)
     check_cells([{k: v for k, v in defaults.items() if v is not None and k not in axis_names}])
     if "temperature" not in axis_names and temperature is None:
         raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
     for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
         if name == "sampler":
-            make_kernel(value, **(sampler_options or {}))
+            make_kernel(value, sampler_options)  # the sampler and its options, before compiling
         elif value not in ("per_chain", "shared"):
             raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
     if cells_per_batch is not None:
@@ -475,6 +498,7 @@ def sweep(
         if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
             raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
         build_probe = _FixedProbe(fixed)
+    _check_shared_constraints(constraints, prior, dim, build_probe)
     dtype = np.dtype(dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise TypeError("dtype float64 needs jax_enable_x64")
@@ -488,6 +512,9 @@ def sweep(
     fixed_settings["key"] = np.asarray(jax.random.key_data(rng_key)).tolist()
     fixed_settings["dtype"] = str(dtype)
     fixed_settings["version"] = _package_version()
+    numerics = resolve_numerics(numerics, jax.devices() if devices is None else devices).mode
+    if numerics != "reproducible":  # reproducible cells keep the names they had before the switch existed
+        fixed_settings["numerics"] = numerics
     # ...and so does the question itself: its log density at fixed points covers the data, the model's trained
     # parameters, the probe and its parameters, the prior and the constraints (a rerun into a folder whose cells
     # answered another question recomputes them instead of returning them).
@@ -552,6 +579,7 @@ def sweep(
             static_values = dict(static_key)
             settings = {name: static_values.get(name, defaults[name]) for name in ENGINE_STATIC_AXES}
             settings["fixed_step_size"] = "step_size" in axis_names or step_size is not None
+            settings["numerics"] = numerics
             batch = min(cells_per_batch or len(indices), len(indices))
             probe_params = {k: v for k, v in static_values.items() if k not in engine_names}
             if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
@@ -736,7 +764,7 @@ def _compiled_program(*args):
 def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, batch, prior, constraints, dim,
                    sampler_options, dtype, devices):
     """Check the probe on abstract inputs, then lower and compile the group's program once."""
-    kernel = make_kernel(settings["sampler"], **(sampler_options or {}))
+    kernel = with_numerics(make_kernel(settings["sampler"], sampler_options), settings["numerics"])
     abstract = {axis.name: jax.ShapeDtypeStruct((), np.int32 if axis.integer else dtype) for axis in batched_axes}
     captured = {}
 
@@ -815,7 +843,7 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
         num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
-        **evidence)
+        numerics=settings["numerics"], **evidence)
     return _finished_row(cell, identifier, index, samples, one["probe"], one["rhat"], one["ess_bulk"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
@@ -886,7 +914,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                      step_size_mode=settings["step_size_mode"],
                      target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
                      devices=devices, progress=progress, report="relaxed", convergence="ignore",
-                     checkpoint=checkpoint)
+                     checkpoint=checkpoint, numerics=settings["numerics"])
     seconds = time.perf_counter() - tick
     probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
     one = {"positions": samples.positions[None], "probe": probe[None]}

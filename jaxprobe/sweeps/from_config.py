@@ -375,10 +375,10 @@ def sweep_config(config: Config, *, out: str | None = None, progress: bool = Tru
     sampler = config.sections["sampler"]
     options = {key: sampler[key] for key in ("num_chains", "num_samples", "num_warmup", "thin", "step_size_mode")}
     return sweep(sampler["seed"], build_probe, grid, temperature=sampler["temperature"], sampler=sampler["name"],
-                 step_size=sampler["step_size"], static=static,
+                 step_size=sampler["step_size"], static=static, sampler_options=sampler["options"] or None,
                  cells_per_batch=config.sections.get("sweep", {}).get("cells_per_batch"),
                  out=out or config.sections["output"]["dir"], progress=progress, keep_samples=keep_samples,
-                 **options)
+                 numerics=sampler.get("numerics"), **options)
 
 
 def _product(lists):
@@ -409,7 +409,8 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                    {"temperature": [sampler["temperature"]]}, sampler=sampler["name"], step_size=sampler["step_size"],
                    num_chains=sampler["num_chains"], num_samples=sampler["num_samples"],
                    num_warmup=sampler["num_warmup"], thin=sampler["thin"], step_size_mode=sampler["step_size_mode"],
-                   progress=progress, seed=0, convergence="ignore", checkpoint=checkpoint)
+                   sampler_options=sampler["options"] or None, progress=progress, seed=0, convergence="ignore",
+                   checkpoint=checkpoint, numerics=sampler.get("numerics"))
     row = result.rows[0]
     if row["status"] not in FINISHED:
         raise RuntimeError(f"the run failed: {row['error']}")

@@ -1,0 +1,178 @@
+"""The engine's declared interfaces: what a sampler (``Kernel``) and a warmup (``Adaptation``) implement.
+
+Shapes: C chains, D coordinates (a flat position ``(D,)`` per chain). Everything the
+engine runs goes through these two protocols, so a kernel registered with
+:func:`jaxprobe.register_sampler` runs through ``sample``, ``generate`` and ``sweep``
+exactly as the built-in ones do, and nothing outside the registry tells samplers
+apart by name.
+
+A run is ``kernel.init`` → ``adaptation.init`` → ``adaptation.update`` (once, or
+once per chunk of the warmup schedule) → ``adaptation.final`` → ``kernel.step``
+repeated (:mod:`jaxprobe.engine.core`). Both protocols are
+:func:`typing.runtime_checkable`, so ``isinstance(obj, Kernel)`` checks that the
+members exist (not their signatures).
+
+This module holds the data types the two share (:class:`StepInfo`,
+:class:`EngineState`, :class:`RunStats`) and imports nothing else of the engine,
+so that every engine module can import it without a cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, NamedTuple, Protocol, runtime_checkable
+
+import jax.numpy as jnp
+
+from jaxprobe.types import Array, PRNGKey
+
+__all__ = ["FlatLogDensity", "StepInfo", "EngineState", "RunStats", "KernelState", "Kernel", "Adaptation"]
+
+#: Log density of one flat position ``(D,)`` → scalar.
+FlatLogDensity = Callable[[Array], Array]
+
+
+class StepInfo(NamedTuple):
+    """What one transition reports, per chain (each field has shape ``(C,)``)."""
+
+    acceptance_rate: Array
+    is_accepted: Array
+    is_divergent: Array
+    is_nonfinite: Array
+    num_gradient_evaluations: Array
+
+
+class EngineState(NamedTuple):
+    """Everything a run needs to continue: kernel state, parameters, step counter.
+
+    ``kernel_state.position`` has shape ``(C, D)``; ``parameters`` maps names to
+    per-chain arrays (``step_size`` ``()`` shared or ``(C,)``, ``inverse_mass_matrix`` ``(C, D)``, ...);
+    ``step`` is the number of transitions done so far (int32 scalar).
+    """
+
+    kernel_state: Any
+    parameters: dict[str, Array]
+    step: Array
+
+
+class RunStats(NamedTuple):
+    """Per-chain sums over every transition of a run (kept or thinned away), shape ``(C,)``."""
+
+    acceptance_rate_sum: Array
+    num_accepted: Array
+    num_divergent: Array
+    num_nonfinite: Array
+    num_gradient_evaluations: Array
+    num_steps: Array
+
+    @classmethod
+    def zeros(cls, num_chains: int, dtype: Any) -> "RunStats":
+        count = jnp.zeros((num_chains,), jnp.int32)
+        return cls(jnp.zeros((num_chains,), dtype), count, count, count, count, jnp.zeros((), jnp.int32))
+
+    def add(self, info: StepInfo) -> "RunStats":
+        return RunStats(
+            self.acceptance_rate_sum + info.acceptance_rate.astype(self.acceptance_rate_sum.dtype),
+            self.num_accepted + info.is_accepted.astype(jnp.int32),
+            self.num_divergent + info.is_divergent.astype(jnp.int32),
+            self.num_nonfinite + info.is_nonfinite.astype(jnp.int32),
+            self.num_gradient_evaluations + info.num_gradient_evaluations.astype(jnp.int32),
+            self.num_steps + 1,
+        )
+
+
+@runtime_checkable
+class KernelState(Protocol):
+    """A kernel's state of all chains: a NamedTuple of arrays with a leading chain axis.
+
+    At least ``position`` ``(C, D)`` and ``logdensity`` ``(C,)``; further fields (a
+    gradient ``(C, D)``, a per-chain counter ``(C,)``) are the kernel's own. A NamedTuple
+    because checkpoints store its fields by name (``_asdict``, ``_fields``, ``_replace``).
+    """
+
+    position: Array
+    logdensity: Array
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """A batched MCMC transition of all chains at once: a frozen, hashable dataclass.
+
+    Its fields are its options (declared with :mod:`jaxprobe.engine.options`, checked when it
+    is built); being hashable it is a static argument of ``jax.jit``, so two equal kernels
+    share compiled programs. Members:
+
+    - ``name``: the registry name (``sampler="name"``).
+    - ``uses_gradient``: whether ``step`` differentiates the log density (False: black boxes,
+      piecewise-constant models).
+    - ``adapts_mass_matrix``: whether its parameters include a diagonal
+      ``inverse_mass_matrix`` ``(C, D)`` (``sample(inverse_mass_matrix=...)`` is accepted).
+    - ``starts_at_target``: whether the sampler draws the chains' starting points from the
+      target itself (sequential Monte Carlo; user-given starting points are then unused).
+    - ``target_acceptance_rate``: what warmup adapts the step size towards.
+    - ``init(positions (C, D), logdensity_fn) -> KernelState``.
+    - ``step(rng_key, state, parameters, logdensity_fn) -> (KernelState, StepInfo)``: one
+      transition of every chain; ``parameters`` as :meth:`default_parameters` makes them.
+      A proposal whose log density is NaN or ±inf must be rejected.
+    - ``initial_step_size(dim) -> float``: the step size warmup starts from.
+    - ``default_parameters(num_chains, dim, dtype, step_size=None, inverse_mass_matrix=None)
+      -> dict[str, Array]``: the typed parameters of ``step`` (``step_size`` ``()`` or
+      ``(C,)``, and the kernel's others), given values or defaults.
+    - ``adaptation(target_acceptance_rate=None, shared=False) -> Adaptation``: the warmup that
+      tunes these parameters.
+
+    Optional: a ``numerics`` field (:func:`jaxprobe.engine.numerics.numerics_field`), the run's
+    numerics policy, which the engine sets with :func:`jaxprobe.engine.numerics.with_numerics`
+    (the built-in kernels and their adaptations read it).
+    """
+
+    name: str
+    uses_gradient: bool
+    adapts_mass_matrix: bool
+    starts_at_target: bool
+    target_acceptance_rate: float
+
+    def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> Any: ...
+
+    def step(self, rng_key: PRNGKey, state: Any, parameters: Mapping[str, Array],
+             logdensity_fn: FlatLogDensity) -> tuple[Any, StepInfo]: ...
+
+    def initial_step_size(self, dim: int) -> float: ...
+
+    def default_parameters(self, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
+                           inverse_mass_matrix: Any = None) -> dict[str, Array]: ...
+
+    def adaptation(self, target_acceptance_rate: float | None = None, shared: bool = False) -> "Adaptation": ...
+
+
+@runtime_checkable
+class Adaptation(Protocol):
+    """A warmup: moves the chains with ``kernel`` while tuning its parameters. Frozen and hashable
+    (a static argument of ``jax.jit``), like a kernel.
+
+    - ``schedule(num_steps) -> pytree of NumPy arrays``, each with leading axis ``num_steps``:
+      the per-step inputs of a warmup of that length (built on the host, so that warmups of
+      any length and any chunk of one share one compiled program per chunk length).
+    - ``init(state: EngineState, logdensity_fn) -> adaptation state`` (a pytree of arrays).
+    - ``update(rng_key, adaptation_state, logdensity_fn, schedule) -> (adaptation state,
+      RunStats)``: the warmup steps whose inputs are ``schedule`` (all of
+      :meth:`schedule`'s arrays, or the same slice ``[start:stop]`` of each). Step ``t``
+      uses the key ``fold_in(rng_key, t)``.
+    - ``final(adaptation_state) -> EngineState``: the state to sample from (step counter 0).
+    - ``splittable``: whether ``update`` may be called on consecutive slices of the schedule
+      (for a progress bar) with the same result as one call; when False, the host runs the
+      whole warmup in one call.
+
+    Pure and jit-able; :func:`jaxprobe.engine.core.adapt` runs the four in one piece.
+    """
+
+    kernel: Kernel
+    splittable: bool
+
+    def schedule(self, num_steps: int) -> Any: ...
+
+    def init(self, state: EngineState, logdensity_fn: FlatLogDensity) -> Any: ...
+
+    def update(self, rng_key: PRNGKey, adaptation_state: Any, logdensity_fn: FlatLogDensity,
+               schedule: Any) -> tuple[Any, RunStats]: ...
+
+    def final(self, adaptation_state: Any) -> EngineState: ...

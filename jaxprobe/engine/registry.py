@@ -1,0 +1,167 @@
+"""The one registry of samplers: names → kernel classes.
+
+``sample``, ``generate``, ``sweep``, ``reconstruct``, the configuration files and the
+command line all read it (:func:`known_samplers`, :func:`make_kernel`); the engine never
+tells samplers apart by name, only by the kernel's and its adaptation's members
+(:mod:`jaxprobe.engine.protocols`). It starts with the built-in kernels
+(:data:`jaxprobe.engine.kernels.BUILTIN_KERNELS`); :func:`register_sampler` adds one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from jaxprobe.engine.kernels import BUILTIN_KERNELS
+from jaxprobe.engine.options import check_option_names, option_specs
+from jaxprobe.engine.protocols import Adaptation, Kernel
+
+__all__ = ["SAMPLERS", "register_sampler", "unregister_sampler", "known_samplers", "sampler_class", "make_kernel",
+           "known_sampler_starts_at_target"]
+
+#: Sampler name → kernel class (a frozen dataclass implementing :class:`~jaxprobe.engine.protocols.Kernel`).
+#: Read it through the functions below; change it only with :func:`register_sampler`.
+SAMPLERS: dict[str, type] = {cls.name: cls for cls in BUILTIN_KERNELS}
+_BUILTIN_NAMES = frozenset(SAMPLERS)
+
+
+def known_samplers() -> tuple[str, ...]:
+    """Names accepted by ``sample(..., sampler=NAME)`` (built-in first, then registered ones)."""
+    return tuple(SAMPLERS)
+
+
+def sampler_class(sampler: str) -> type:
+    """The kernel class registered as ``sampler``; an unknown name raises ``ValueError`` listing the known ones."""
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}")
+    return SAMPLERS[sampler]
+
+
+def known_sampler_starts_at_target(sampler: str) -> bool:
+    """Whether ``sampler`` draws its chains' starting points from the target itself (sequential Monte Carlo),
+    so that user-given starting points are not used and chains need not mix between modes."""
+    return bool(getattr(SAMPLERS.get(sampler), "starts_at_target", False))
+
+
+def make_kernel(sampler: str, sampler_options: Mapping[str, Any] | None = None, /, **options: Any) -> Kernel:
+    """The kernel of a sampler name with its options, checked before anything compiles.
+
+    Options come as a mapping (``make_kernel("hmc", {"num_integration_steps": 20})``, what
+    ``sampler_options=`` holds) or as keywords (``make_kernel("hmc", num_integration_steps=20)``).
+    Raises ``ValueError`` for an unknown sampler (listing the known ones) or an option out of range,
+    ``TypeError`` for options that are not a mapping with string keys, an unknown option (listing the
+    sampler's options and what each accepts) or an option of the wrong type; each message names the
+    option and the accepted values.
+    """
+    cls = sampler_class(sampler)
+    if sampler_options is None:
+        sampler_options = {}
+    if not isinstance(sampler_options, Mapping):
+        raise TypeError(f"sampler_options must be a dict of option names to values, got "
+                        f"{type(sampler_options).__name__}")
+    merged = {**sampler_options, **options}
+    bad_keys = [key for key in merged if not isinstance(key, str)]
+    if bad_keys:
+        raise TypeError(f"sampler_options keys must be option names (str), got {bad_keys[0]!r}")
+    check_option_names(sampler, cls, merged)
+    return cls(**merged)
+
+
+def register_sampler(name: str, kernel_class: type | None = None, *, replace: bool = False) -> Any:
+    """Register ``kernel_class`` as ``sampler=name`` for ``sample``, ``generate``, ``sweep``, ``reconstruct``
+    and configuration files. Returns the class (usable as a decorator: ``@register_sampler("name")``).
+
+    The recipe, e.g. BlackJAX's Barker proposal (a single-chain BlackJAX kernel, vmapped over chains)::
+
+        import dataclasses
+        from typing import ClassVar
+        import jax.numpy as jnp
+        from blackjax.mcmc import barker
+        from jaxprobe.engine.kernels import (GradientKernel, GradientState, StepInfo, per_chain,
+                                             safe_logdensity, vmap_chains)
+        from jaxprobe.engine.options import float_option
+
+        @jaxprobe.register_sampler("barker")
+        @dataclasses.dataclass(frozen=True)           # frozen: hashable, a static jit argument
+        class Barker(GradientKernel):                 # init → GradientState (position, logdensity, grad)
+            name: ClassVar[str] = "barker"            # the same name as registered
+            # Every field is an option, declared with its type and range (checked before compiling).
+            target_acceptance_rate: float = float_option(0.4, minimum=0.0, maximum=1.0,
+                                                         exclusive_minimum=True, exclusive_maximum=True)
+
+            def step(self, rng_key, state, parameters, logdensity_fn):
+                kernel = barker.build_kernel()
+                safe = safe_logdensity(logdensity_fn)  # NaN/±inf proposals are rejected
+
+                def one_chain(key, chain_state, step_size):
+                    return kernel(key, barker.BarkerState(*chain_state), safe, step_size)
+
+                num_chains = state.position.shape[0]
+                new, info = vmap_chains(one_chain, rng_key, state, per_chain(parameters["step_size"], num_chains))
+                nonfinite = ~jnp.isfinite(info.proposal.logdensity)
+                return GradientState(*new), StepInfo(
+                    acceptance_rate=jnp.where(nonfinite, 0.0, info.acceptance_rate),
+                    is_accepted=info.is_accepted & ~nonfinite, is_divergent=jnp.zeros_like(nonfinite),
+                    is_nonfinite=nonfinite, num_gradient_evaluations=jnp.ones((num_chains,), jnp.int32))
+
+            def initial_step_size(self, dim):
+                return 0.5
+
+        jaxprobe.sample(0, logdensity, init, sampler="barker")  # or generate(...)/sweep(..., sampler="barker")
+
+    What the engine reads (:class:`jaxprobe.engine.protocols.Kernel`): ``init``, ``step``,
+    ``initial_step_size``, ``default_parameters`` and ``adaptation`` (the base classes
+    ``GradientKernel`` / ``ValueKernel`` give a step size, adapted by Stan's windowed dual
+    averaging towards ``target_acceptance_rate``; set ``adapts_mass_matrix = True`` and read
+    ``parameters["inverse_mass_matrix"]`` ``(C, D)`` for a diagonal mass matrix too),
+    ``uses_gradient``, ``adapts_mass_matrix`` and ``starts_at_target``. ``step`` must be
+    batch-invariant for bit-identical draws across device counts (a per-chain key from
+    ``vmap_chains`` is). A kernel that declares ``numerics: Numerics = numerics_field()``
+    (:mod:`jaxprobe.engine.numerics`) receives the run's ``numerics=`` policy and may read it
+    (``self.numerics.normal_and_uniform``, ``self.numerics.metric``, ...); one without the field
+    runs its own arithmetic in both modes.
+
+    Raises ``ValueError`` for a name that is taken (unless ``replace=True``; built-in samplers cannot be
+    replaced) or that differs from ``kernel_class.name``; ``TypeError`` for a class that is not a frozen
+    dataclass with declared options, or whose default instance is not a ``Kernel``.
+    """
+    if kernel_class is None:
+        return lambda cls: register_sampler(name, cls, replace=replace)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be a sampler name (a Python identifier such as 'barker'), got {name!r}")
+    if name in _BUILTIN_NAMES:
+        raise ValueError(f"name {name!r} is a built-in sampler and cannot be replaced; pick another name")
+    if name in SAMPLERS and not replace:
+        raise ValueError(f"a sampler named {name!r} is already registered ({SAMPLERS[name].__name__}); pass "
+                         "replace=True to replace it")
+    if not isinstance(kernel_class, type):
+        raise TypeError(f"kernel_class must be a class (a frozen dataclass), got {type(kernel_class).__name__}")
+    if not dataclasses.is_dataclass(kernel_class) or not kernel_class.__dataclass_params__.frozen:
+        raise TypeError(f"kernel_class {kernel_class.__name__} must be a frozen dataclass "
+                        "(@dataclasses.dataclass(frozen=True)): kernels are static arguments of jax.jit")
+    if getattr(kernel_class, "name", None) != name:
+        raise ValueError(f"kernel_class.name must be the registered name {name!r}, got "
+                         f"{getattr(kernel_class, 'name', None)!r}")
+    option_specs(kernel_class)  # every field declares its option
+    kernel = kernel_class()
+    if not isinstance(kernel, Kernel):
+        missing = [member for member in ("init", "step", "initial_step_size", "default_parameters", "adaptation",
+                                         "uses_gradient", "adapts_mass_matrix", "starts_at_target",
+                                         "target_acceptance_rate") if not hasattr(kernel, member)]
+        raise TypeError(f"kernel_class {kernel_class.__name__} does not implement the Kernel protocol (missing "
+                        f"{', '.join(missing)}); derive it from jaxprobe.engine.kernels.GradientKernel or ValueKernel")
+    if not isinstance(kernel.adaptation(), Adaptation):
+        raise TypeError(f"{kernel_class.__name__}.adaptation() must return an Adaptation "
+                        "(jaxprobe.engine.protocols.Adaptation)")
+    SAMPLERS[name] = kernel_class
+    return kernel_class
+
+
+def unregister_sampler(name: str) -> None:
+    """Remove a sampler added by :func:`register_sampler` (built-in samplers stay)."""
+    if name in _BUILTIN_NAMES:
+        raise ValueError(f"name {name!r} is a built-in sampler and cannot be removed")
+    if name not in SAMPLERS:
+        raise ValueError(f"no sampler named {name!r} is registered; registered: {', '.join(known_samplers())}")
+    del SAMPLERS[name]
+

@@ -1,0 +1,75 @@
+"""The scale-out benchmarks run: ``benchmarks/gpu.py --cpu-tiny`` and ``benchmarks/compile.py --quick``.
+
+Each runs in a subprocess (they set JAX's global configuration and empty its caches) writing into a temporary
+folder through ``$JAXPROBE_BENCH_RESULTS``; the test checks that the JSON has every field and that its numbers
+are finite and positive. The figures themselves are not checked (tiny sizes, a shared machine).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(script: str, arguments: list[str], out, timeout: int) -> dict:
+    env = dict(os.environ, JAXPROBE_BENCH_RESULTS=str(out),
+               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    completed = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *arguments], cwd=ROOT,
+                               env=env, capture_output=True, text=True, timeout=timeout)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    name = os.path.splitext(script)[0]
+    assert (out / f"{name}.md").read_text().startswith("# ")
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def test_gpu_benchmark_tiny_mode_records_every_field(tmp_path):
+    result = _run("gpu.py", ["--cpu-tiny"], tmp_path, timeout=300)
+    assert result["tiny"] is True
+    assert isinstance(result["device"], str) and result["device"]
+    assert result["platform"] in ("cpu", "gpu", "cuda", "rocm", "tpu")
+    rows = result["throughput"]["rows"]
+    for name in ("limit", "mala", "chees", "smc"):
+        assert rows[name], f"no {name} row"
+        for row in rows[name]:
+            assert row["num_chains"] >= 1
+            for field in ("seconds", "chain_steps_per_second", "gradient_evaluations_per_second", "ratio_to_limit"):
+                assert _positive(row[field]), (name, field, row.get(field))
+            assert "device_memory" in row  # None on CPU (no statistics), a dict of byte counts on a GPU
+    for name in ("mala", "chees"):
+        assert all(row["program_bytes"] is None or _positive(row["program_bytes"]) for row in rows[name])
+    assert rows["smc"][0]["stages"] >= 1
+    assert result["numerics"] in (None, "reproducible", "fast")
+    if result["numerics"] is not None:  # the engine has the numerics switch: MALA is timed in the other mode too
+        assert [row["numerics"] for row in rows["mala"]] == [result["numerics"]] * len(rows["mala"])
+        assert rows["mala_other_numerics"] and rows["mala_other_numerics"][0]["numerics"] != result["numerics"]
+        assert _positive(rows["mala_other_numerics"][0]["ratio_to_limit"])
+    fit = result["largest_fit"]
+    assert _positive(fit["largest_num_chains"]) and fit["stopped_by"]
+    assert fit["largest_num_chains"] >= max(row["num_chains"] for row in rows["mala"])
+    sweep = result["sweep"]
+    assert sweep["cells"] >= 2 and sweep["statuses"] and "error" not in sweep["statuses"]
+    for field in ("seconds", "chain_steps_per_second", "num_compilations"):
+        assert _positive(sweep[field]), field
+    assert "device_memory_end" in result and _positive(result["total_seconds"])
+
+
+def test_compile_benchmark_quick_mode_records_every_field(tmp_path):
+    result = _run("compile.py", ["--quick", "--samplers", "mala"], tmp_path, timeout=600)
+    assert result["quick"] is True and result["samplers"] == ["mala"]
+    cell = result["targets"]["gaussian"]["samplers"]["mala"]
+    for library in ("jaxprobe", "blackjax"):
+        row = cell[library]
+        for field in ("first_seconds", "warm_seconds", "compile_seconds", "programs"):
+            assert _positive(row[field]), (library, field, row.get(field))
+        assert row["program_list"] and row["runs"]
+        assert row["first_seconds"] > row["warm_seconds"]  # the first call compiled, the second did not
+        assert row["warm_programs"] == 0
+    assert _positive(cell["ratio"]) and isinstance(cell["target_met"], bool)
+    assert "_run_chunk" in cell["jaxprobe"]["program_list"]  # the engine's sampling program, by name
