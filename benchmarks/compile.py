@@ -550,16 +550,19 @@ def markdown(result: dict) -> str:
              f"{sizes['samples']} kept draws per chain, float32, the same starting points and log density. "
              f"*first*: wall time of the first call with every JAX cache emptied (trace + lower + compile + one "
              f"run); *CPU*: the process CPU time of that call (all threads; on a shared machine it counts the work "
-             f"done, not the time spent waiting for a core, and scatters far less); *warm*: the same call again with another seed; *XLA*: seconds in XLA's compiler "
+             f"done, not the time spent waiting for a core, and scatters far less); *warm*: the same call again "
+             f"with another seed; *XLA*: seconds in XLA's compiler "
              f"(jax.monitoring); *programs*: programs compiled by the first call (eager-op programs included). "
              f"Minimum over {sizes['repetitions']} repetition(s), libraries in rotating order. "
-             f"Ratio = jaxprobe first / BlackJAX first, CPU ratio the same in CPU time (target ≤ {TARGET_RATIO}). What each side compiles: "
+             f"Ratio = jaxprobe first / BlackJAX first, CPU ratio the same in CPU time (target ≤ {TARGET_RATIO}). "
+             f"What each side compiles: "
              "see the script's docstring.", ""]
     for target_name, target in result["targets"].items():
         lines += [f"## {target['title']}", "",
                   "| sampler | jaxprobe first (s) | BlackJAX first (s) | ratio | jaxprobe CPU (s) | BlackJAX CPU (s) "
                   "| CPU ratio | ≤ 1.2× (wall / CPU) | jaxprobe fast: first (s) / CPU (s) / CPU ratio "
-                  "| NumPyro first (s) / CPU (s) | warm (s) jaxprobe / BlackJAX | XLA (s) jaxprobe / BlackJAX / NumPyro "
+                  "| NumPyro first (s) / CPU (s) | warm (s) jaxprobe / BlackJAX "
+                  "| XLA (s) jaxprobe / BlackJAX / NumPyro "
                   "| programs jaxprobe / BlackJAX / NumPyro |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
         for sampler, rows in target["samplers"].items():
@@ -686,7 +689,8 @@ def main(argv=None) -> dict:
                     row = measure(build)
                     row["load_average"] = round(os.getloadavg()[0], 1)
                     raw[target_name][sampler][library].append(row)
-                    log(f"rep {repetition} {target_name} {sampler:5s} {library:8s}: first {row['first_seconds']:6.2f} s "
+                    log(f"rep {repetition} {target_name} {sampler:5s} {library:8s}: "
+                        f"first {row['first_seconds']:6.2f} s "
                         f"(CPU {row['first_cpu_seconds']:6.2f} s),"
                         f" warm {row['warm_seconds']:5.2f} s, XLA {row['compile_seconds']:5.2f} s, "
                         f"{row['programs']} programs (warm call: {row['warm_programs']}), load {row['load_average']}")

@@ -398,7 +398,8 @@ class TreeGibbsTarget:
 
     def __post_init__(self):
         dim, count = self.dim, self.prior.log_weights.shape[0]
-        if self.prior_index.shape != (self.num_blocks,) or self.prior_index.min() < 0 or self.prior_index.max() >= count:
+        index = self.prior_index
+        if index.shape != (self.num_blocks,) or index.min() < 0 or index.max() >= count:
             raise ValueError(f"prior_index must be ({self.num_blocks},) ints in [0, {count})")
         for name in ("low", "high"):
             if getattr(self, name).shape != (count, dim):
@@ -907,9 +908,9 @@ def _run(chain_keys, states, first_sweep, sweeps, target, scan, prior_moves):
     """One chunk for every chain: draw i comes after ``sweeps[i]`` (traced, ``(N,)``) more sweeps.
 
     Returns states, positions ``(C, N, B, d)``, log densities ``(C, N)``, the sweeps with a fallback
-    update ``(C,)`` and the prior moves' summed acceptance ``(C,)``. Sweep s of chain c uses the key ``fold_in(key_c, s)``, so the draws do not depend on
-    how a run is cut into chunks; warmup (draws discarded) and a short last chunk (trailing zeros in
-    ``sweeps``) run the same compiled program.
+    update ``(C,)`` and the prior moves' summed acceptance ``(C,)``. Sweep s of chain c uses the key
+    ``fold_in(key_c, s)``, so the draws do not depend on how a run is cut into chunks; warmup (draws
+    discarded) and a short last chunk (trailing zeros in ``sweeps``) run the same compiled program.
     """
     kernel = build_kernel(target, scan, prior_moves)
     logdensity = target.logdensity_fn
@@ -1013,7 +1014,8 @@ def sample(
     -------
     Samples
         ``positions`` ``(C, N, *event_shape)``, ``logdensity`` ``(C, N)`` (``target.logdensity_fn``),
-        ``acceptance_rate`` 1 (every Gibbs draw is kept), ``step_size`` NaN (none), ``num_nonfinite`` the
+        ``acceptance_rate`` 1 (every Gibbs update moves; the prior moves' own acceptance is in
+        :class:`TreeGibbsInfo`, kernel level), ``step_size`` NaN (none), ``num_nonfinite`` the
         sweeps per chain with a fallback update (a chain outside the support), ``sampler="tree_gibbs"``
         and the :class:`~jaxprobe.engine.verdict.Verdict`.
     """
@@ -1045,17 +1047,16 @@ def sample(
         if num_warmup:  # burn-in: the sampling program with its draws dropped (one compiled program in all)
             states = _run(chain_keys, states, 0, _spread(num_warmup, per_chunk), target, scan, prior_moves)[0]
             bar.update(num_warmup, 1.0, "burn-in")
-        pieces, values, fallbacks, accepted = [], [], np.zeros(num_chains, np.int64), np.zeros(num_chains)
+        pieces, values, fallbacks = [], [], np.zeros(num_chains, np.int64)
         done = 0
         while done < num_samples:  # host loop over a few chunks, not over steps
             count = min(per_chunk, num_samples - done)
             sweeps = np.where(np.arange(per_chunk) < count, thin, 0).astype(np.int32)
-            states, chunk, logdensity, chunk_fallbacks, chunk_accepted = _run(
+            states, chunk, logdensity, chunk_fallbacks, _ = _run(
                 chain_keys, states, num_warmup + done * thin, sweeps, target, scan, prior_moves)
             pieces.append(np.asarray(chunk)[:, :count])
             values.append(np.asarray(logdensity)[:, :count])
             fallbacks += np.asarray(chunk_fallbacks)
-            accepted += np.asarray(chunk_accepted, np.float64)
             done += count
             bar.update(count * thin, 1.0, "sampling")
     finally:

@@ -171,11 +171,6 @@ class TreeEnsembleModel:
         self.split_thresholds, self.split_counts = _split_thresholds(self.feature, self.threshold, self.left,
                                                                      self.num_features)
         self.feature_trees, self.feature_tree_counts = _feature_trees(self.feature, self.left, self.num_features)
-        uses_feature = np.zeros((self.num_features, num_trees), bool)  # (d, T): tree t tests feature j
-        uses_feature[np.nonzero(np.arange(self.feature_trees.shape[1]) < self.feature_tree_counts[:, None])[0],
-                     self.feature_trees[np.arange(self.feature_trees.shape[1]) < self.feature_tree_counts[:, None]]] \
-            = True
-        self._uses_feature = jnp.asarray(uses_feature)
         self._feature_trees = jnp.asarray(self.feature_trees)
         self._feature_tree_counts = jnp.asarray(self.feature_tree_counts)
 
