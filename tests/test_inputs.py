@@ -194,6 +194,29 @@ def test_black_box_errors_keep_their_type():
         with original_errors(classifier):
             compiled(jnp.zeros((2, 2))).block_until_ready()
 
+    # Through reconstruct / reconstruct_many: the starting points are found (calls 1-2), then the sampler's
+    # host callback fails; the user sees their own exception, not JAX's JaxRuntimeError.
+    calls.clear()
+
+    def fails_in_sampler(x):
+        calls.append(1)
+        if len(calls) > 2:
+            raise Broken("the user's model failed in the sampler")
+        return _softmax_rows(x)
+
+    prior = jaxprobe.priors.DiagonalGaussian(np.zeros(2), np.ones(2))
+    with pytest.raises(Broken, match="failed in the sampler"):
+        R.reconstruct(0, R.BlackBoxClassifier(fails_in_sampler, 2, 2), prior, num_chains=4, **QUICK)
+    assert R.original_errors is original_errors
+
+
+@pytest.mark.parametrize("num_candidates", ["1024", True, 0, -3, 2.5])
+def test_num_candidates_must_be_a_positive_int(num_candidates):
+    prior = jaxprobe.priors.DiagonalGaussian(np.zeros(2), np.ones(2))
+    with pytest.raises(ValueError, match="num_candidates must be a positive int"):
+        R.reconstruct(0, R.BlackBoxClassifier(_softmax_rows, 2, 2), prior, num_chains=4,
+                      num_candidates=num_candidates, **QUICK)
+
 
 # ---------------------------------------------------------------- 5. k-NN KL
 
@@ -234,6 +257,14 @@ def test_alpha_is_checked_against_a_probability_output(logistic):
         probes.prediction_risky(lambda x: jax.nn.sigmoid(x[0]), alpha=-0.1, output_range=(0, 1))
     probes.prediction_risky(lambda x: x[0], alpha=1.5)  # a decision function: any α
     probes.prediction_risky(logistic, alpha=[0.3, 0.7])
+    # A Flax model made probe-ready by as_model states its output the same way.
+    from jaxprobe.models import MLP, as_model
+
+    module = MLP(hidden_sizes=(4,), num_outputs=2)
+    params = module.init(jax.random.key(0), jnp.zeros((3,)))
+    with pytest.raises(ValueError, match=r"alpha must lie in the model's output range \[0, 1\]"):
+        probes.prediction_risky(as_model(module, params), alpha=1.5)
+    probes.prediction_risky(as_model(module, params, output="logits"), alpha=1.5)  # logits: any α
 
 
 @pytest.mark.parametrize("call, match", [

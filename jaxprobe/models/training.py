@@ -180,6 +180,8 @@ def as_model(module: nn.Module, params: ArrayTree, *, output: str = "probabiliti
             return raw
         return jax.nn.sigmoid(raw) if size == 1 else jax.nn.softmax(raw, axis=-1)
 
+    # Probes read this to check thresholds against the output range (prediction_risky's α in [0, 1]).
+    model.output = "probabilities" if output == "probabilities" and size is not None else "logits"
     return model
 
 

@@ -21,7 +21,7 @@ from jaxprobe.reconstruct.metrics import (
 from jaxprobe.reconstruct.posterior import Reconstruction, reconstruct, reconstruct_many, reconstruction_logdensity
 from jaxprobe.reconstruct.priors import GaussianMixture, fit_gaussian, kernel_density, misspecify, prior_moments
 from jaxprobe.reconstruct.synthetic import synthetic_accuracy
-from jaxprobe.reconstruct.victims import BlackBoxClassifier, JaxClassifier, as_classifier
+from jaxprobe.reconstruct.victims import BlackBoxClassifier, JaxClassifier, as_classifier, original_errors
 
 __all__ = [
     "reconstruct",
@@ -31,6 +31,7 @@ __all__ = [
     "as_classifier",
     "JaxClassifier",
     "BlackBoxClassifier",
+    "original_errors",
     "GaussianMixture",
     "kernel_density",
     "fit_gaussian",

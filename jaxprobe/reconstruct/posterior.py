@@ -31,7 +31,7 @@ from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.generate import answer
 from jaxprobe.priors import DiagonalGaussian, StandardNormal
 from jaxprobe.reconstruct.priors import prior_moments
-from jaxprobe.reconstruct.victims import as_classifier
+from jaxprobe.reconstruct.victims import as_classifier, original_errors
 from jaxprobe.question import Question
 from jaxprobe.target import check_temperature
 from jaxprobe.types import LogDensityFn, PRNGKey
@@ -275,6 +275,13 @@ def reconstruct_many(
         if sampler == tree_gibbs.NAME else None
     if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
         raise ValueError(f"num_chains must be a positive int, got {num_chains!r}")
+    if num_candidates is None:
+        num_candidates = max(1024, 16 * int(num_chains))
+    elif isinstance(num_candidates, bool) or not isinstance(num_candidates, (int, np.integer)) \
+            or num_candidates < 1:
+        raise ValueError(f"num_candidates must be a positive int (prior draws for the starting points), "
+                         f"got {num_candidates!r}")
+    num_candidates = int(num_candidates)
     tau = check_temperature(temperature)
     if isinstance(settings, (str, bytes)) or not hasattr(settings, "__len__") or len(settings) == 0:
         raise ValueError("settings must be a non-empty sequence of (model, prior) pairs")
@@ -291,9 +298,6 @@ def reconstruct_many(
     if len(shapes) > 1:
         raise ValueError(f"all settings must share (num_classes, num_features); got {sorted(shapes)}")
     num_classes, dim = shapes.pop()
-    num_candidates = max(1024, 16 * int(num_chains)) if num_candidates is None else int(num_candidates)
-    if num_candidates < 1:
-        raise ValueError(f"num_candidates must be a positive int, got {num_candidates}")
 
     question = reconstruction_question(prepared, tau)
     if sampler == tree_gibbs.NAME:  # the target and its options are checked before anything compiles
@@ -324,9 +328,11 @@ def reconstruct_many(
                                  num_samples=num_samples, num_warmup=num_warmup, event_shape=(np.size(start_z[0]),),
                                  **tree_options)
     else:
-        flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples, init=start_z,
-                      sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress, dtype=dtype,
-                      convergence="ignore", **sample_options)
+        # A black-box predict_proba that raises inside the host callback keeps its own exception type.
+        with original_errors(*classifiers.values()):
+            flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples,
+                          init=start_z, sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress,
+                          dtype=dtype, convergence="ignore", **sample_options)
     verdict_report(flat.verdict, convergence, stacklevel=2)
     event_shape = (num_classes, dim) if len(prepared) == 1 else (len(prepared), num_classes, dim)
     samples = dataclasses.replace(flat, positions=np.asarray(flat.positions).reshape(
