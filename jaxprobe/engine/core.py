@@ -221,6 +221,9 @@ def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float |
     num_chains = state.kernel_state.position.shape[0]
     per_chain = jnp.broadcast_to(step_size, (num_chains,))
     dual = da_init(numerics_of(kernel).chain_mean(per_chain)) if shared else jax.vmap(da_init)(per_chain)
+    # BlackJAX starts some fields as Python or weak-typed scalars that its update returns strongly typed: fix the
+    # types here, so the adaptation slices all see one signature and compile once (values unchanged).
+    dual = jax.tree.map(lambda field: jnp.asarray(field, jnp.asarray(field).dtype), dual)
     position = state.kernel_state.position
     parameters = dict(state.parameters)
     parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position.dtype)  # () shared, (C,) per chain
