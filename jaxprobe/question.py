@@ -23,7 +23,6 @@ mass that answers the question.
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any, Callable
 

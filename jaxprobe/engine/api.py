@@ -506,6 +506,73 @@ def sample(
         ``positions`` with axes ``(chain, draw, ...)`` and per-chain diagnostics.
     """
     rng_key = canonicalize_key(rng_key)
+    run = _validate(logdensity_fn, initial_positions, sampler=sampler, num_samples=num_samples,
+                    num_warmup=num_warmup, step_size=step_size, inverse_mass_matrix=inverse_mass_matrix, thin=thin,
+                    step_size_mode=step_size_mode, target_acceptance_rate=target_acceptance_rate,
+                    chunk_size=chunk_size, sampler_options=sampler_options, reference=reference,
+                    convergence=convergence, numerics=numerics)
+    placed = _place(run, rng_key, devices)
+    key_warmup, key_sampling = jax.random.split(rng_key)
+    bar = _Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
+    run_id = _run_identity(rng_key, run, placed) if checkpoint is not None else None
+    writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
+    try:
+        # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
+        draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype)
+        state, stats_sum = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer, bar)
+        state, stats_sum = _run_chunks(key_sampling, run, placed, state, draws, stats_sum, run_id, writer, bar)
+    finally:
+        bar.close()
+        if writer is not None:
+            writer.close()
+    result = _result(run, placed, state, draws, stats_sum)
+    report(result.verdict, convergence, stacklevel=2)
+    return result
+
+
+# ------------------------------------------------------------------ sample(), step by step
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """The checked arguments of one :func:`sample` call (:func:`_validate`); nothing is on a device yet."""
+
+    sampler: str
+    kernel: Any  # the MCMC kernel the chains run (for SMC: its chains' kernel)
+    smc: Any  # the SMC kernel when the chains start from an SMC run, else None
+    smc_reference: Any
+    smc_tilt: Any
+    layout: _Layout
+    logdensity: "_FlatLogDensity"
+    initial_positions: Any  # as_positions(initial_positions)
+    num_chains: int
+    dtype: Any
+    num_samples: int
+    num_warmup: int
+    thin: int
+    chunk_size: int | None
+    step_size_mode: str
+    target_acceptance_rate: float | None
+    step_size: np.ndarray | None  # (C,) given step sizes, or None to adapt
+    inverse_mass_matrix: np.ndarray | None  # (C, D) given, or None
+    numerics: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Placed:
+    """A :class:`_Run` on its devices (:func:`_place`): the initialized engine state, before warmup."""
+
+    sharding: NamedSharding
+    policy: Any  # the resolved Numerics
+    kernel: Any  # run.kernel with the run's numerics
+    state: core.EngineState
+    smc_result: Any  # the SMC run the chains start from, or None
+
+
+def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_warmup, step_size, inverse_mass_matrix,
+              thin, step_size_mode, target_acceptance_rate, chunk_size, sampler_options, reference, convergence,
+              numerics) -> _Run:
+    """Every argument of :func:`sample` checked, with a message naming it, before anything compiles."""
     kernel = make_kernel(sampler, sampler_options)
     check_policy(convergence)
     check_numerics(numerics)
@@ -528,24 +595,31 @@ def sample(
                                                     (layout.dim,))
     if step_size is None and num_warmup == 0:
         raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
+    smc_reference = smc_tilt = None
     if smc is not None:
         smc_reference, smc_tilt = _tempering_split(logdensity_fn, reference, layout)
         kernel = smc.chains()
+    return _Run(sampler, kernel, smc, smc_reference, smc_tilt, layout, _FlatLogDensity(logdensity_fn, layout),
+                initial_positions, num_chains, dtype, num_samples, num_warmup, thin, chunk_size, step_size_mode,
+                target_acceptance_rate, step_size, inverse_mass_matrix, numerics)
 
-    flat_logdensity = _FlatLogDensity(logdensity_fn, layout)
-    sharding = chain_sharding(num_chains, devices)
-    policy = resolve_numerics(numerics, sharding.mesh.devices.flat)  # None: decided by the run's devices
-    kernel = with_numerics(kernel, policy)
-    positions = _to_device(layout.flatten_chains(initial_positions).astype(dtype), sharding)
-    parameters = core.default_parameters(kernel, num_chains, layout.dim, dtype, step_size, inverse_mass_matrix)
+
+def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
+    """Shard the chains over ``devices``, resolve the numerics there, and initialize every chain (SMC: from
+    the particles of a tempered run); a chain whose log density is not finite at its start is refused."""
+    sharding = chain_sharding(run.num_chains, devices)
+    policy = resolve_numerics(run.numerics, sharding.mesh.devices.flat)  # None: decided by the run's devices
+    kernel = with_numerics(run.kernel, policy)
+    layout, dtype = run.layout, run.dtype
+    positions = _to_device(layout.flatten_chains(run.initial_positions).astype(dtype), sharding)
+    parameters = core.default_parameters(kernel, run.num_chains, layout.dim, dtype, run.step_size,
+                                         run.inverse_mass_matrix)
     parameters = jax.tree.map(lambda p: _to_device(np.asarray(p), sharding), parameters)
-
-    key_warmup, key_sampling = jax.random.split(rng_key)
     smc_result = None
-    if smc is not None:  # chains start at the particles of a tempered SMC run: draws of the target
-        positions, smc_result = _smc_start(jax.random.fold_in(rng_key, 1), smc, smc_reference, smc_tilt, layout,
-                                           num_chains, dtype, sharding)
-    state = _init(kernel, flat_logdensity, positions, parameters)
+    if run.smc is not None:  # chains start at the particles of a tempered SMC run: draws of the target
+        positions, smc_result = _smc_start(jax.random.fold_in(rng_key, 1), run.smc, run.smc_reference,
+                                           run.smc_tilt, layout, run.num_chains, dtype, sharding)
+    state = _init(kernel, run.logdensity, positions, parameters)
     initial_logdensity = _to_host(state.kernel_state.logdensity)
     if not np.all(np.isfinite(initial_logdensity)):
         bad = np.nonzero(~np.isfinite(initial_logdensity))[0]
@@ -553,46 +627,47 @@ def sample(
             f"logdensity_fn is not finite at initial_positions of chains {bad[:10].tolist()}: "
             "start every chain inside the support of the target"
         )
+    return _Placed(sharding, policy, kernel, state, smc_result)
 
-    total_steps = num_warmup + num_samples * thin
-    bar = _Progress(progress, total_steps, f"{sampler} x{num_chains}")
-    adapt = step_size is None
-    run_id = _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
-                           step_size_mode, target_acceptance_rate, step_size)
-    if checkpoint is not None:  # what the run starts from and what it samples, not only its settings
-        run_id.update(initial_positions=_fingerprint(layout.flatten_chains(initial_positions).astype(dtype)),
-                      inverse_mass_matrix=None if inverse_mass_matrix is None else _fingerprint(inverse_mass_matrix),
-                      target=_target_fingerprint(flat_logdensity, layout.dim, dtype))
-    resumed = _load_checkpoint(checkpoint, run_id, state, sharding) if checkpoint is not None else None
-    writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
+
+def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", checkpoint, run_id, writer, bar):
+    """The state to sample from and the statistics so far: a checkpoint's (its draws appended to ``draws``)
+    when ``checkpoint`` holds one of this run, else the warmup's (written to the checkpoint at once).
+    Returns ``(state, stats_sum)`` (None: no draws yet)."""
+    resumed = _load_checkpoint(checkpoint, run_id, placed.state, placed.sharding) if checkpoint is not None else None
+    if resumed is not None:
+        state, saved_positions, saved_logdensity, stats_sum = resumed
+        draws.append(saved_positions, saved_logdensity)
+        draws.saved = draws.count
+        bar.update(run.num_warmup + draws.count * run.thin, float("nan"), "resumed")
+        return state, stats_sum
+    state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
+                        run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
+                        run.chunk_size, bar)
+    if writer is not None:
+        writer.save(run_id, state, draws, None)
+    return state, None
+
+
+def _run_chunks(rng_key, run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, run_id, writer, bar):
+    """The kept draws still missing, chunk by chunk, into ``draws``; each chunk is copied out (and
+    checkpointed with the state after it) while the next one computes. Returns ``(state, stats_sum)``."""
+    draws_per_chunk = run.chunk_size or max(1, math.ceil(run.num_samples / 20))
+    # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
+    # later chunk of the same length, which writes in place (no allocation or zero-fill per chunk).
+    free_buffers: dict[int, list[core.Trace]] = {}
+    pending = None
     try:
-        # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
-        draws = _HostDraws(num_samples, num_chains, layout.dim, dtype)
-        if resumed is None:
-            state = _run_warmup(key_warmup, state, kernel, flat_logdensity, num_warmup, adapt,
-                                target_acceptance_rate, step_size_mode == "shared", chunk_size, bar)
-            stats_sum = None
-            if writer is not None:
-                writer.save(run_id, state, draws, stats_sum)
-        else:
-            state, saved_positions, saved_logdensity, stats_sum = resumed
-            draws.append(saved_positions, saved_logdensity)
-            draws.saved = draws.count
-            bar.update(num_warmup + draws.count * thin, float("nan"), "resumed")
-        draws_per_chunk = chunk_size or max(1, math.ceil(num_samples / 20))
-        # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
-        # later chunk of the same length, which writes in place (no allocation or zero-fill per chunk).
-        free_buffers: dict[int, list[core.Trace]] = {}
-        pending = None
-        for num_draws in _chunks(num_samples - draws.count, draws_per_chunk):
-            buffers = free_buffers.get(num_draws) or [_new_trace(num_draws, num_chains, layout.dim, dtype, sharding)]
-            state, trace, stats = _run_chunk(key_sampling, state, kernel, flat_logdensity, num_draws, thin,
+        for num_draws in _chunks(run.num_samples - draws.count, draws_per_chunk):
+            buffers = free_buffers.get(num_draws) or [
+                _new_trace(num_draws, run.num_chains, run.layout.dim, run.dtype, placed.sharding)]
+            state, trace, stats = _run_chunk(rng_key, state, placed.kernel, run.logdensity, num_draws, run.thin,
                                              buffers.pop())
             if pending is not None:  # copy the previous chunk out while this one computes
                 stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
                 if writer is not None:  # that chunk's draws with the state after it: a consistent checkpoint,
                     writer.save(run_id, pending[3], draws, stats_sum)  # written while this chunk samples
-            pending = (trace, stats, num_draws * thin, state)
+            pending = (trace, stats, num_draws * run.thin, state)
         if pending is not None:
             stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
             if writer is not None:
@@ -608,44 +683,44 @@ def sample(
             except Exception:  # noqa: BLE001 - the original exception is re-raised below
                 pass
         raise
-    finally:
-        bar.close()
-        if writer is not None:
-            writer.close()
+    return state, stats_sum
 
+
+def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum) -> Samples:
+    """The run's :class:`Samples` with its verdict (an SMC start that stopped short of λ = 1 is a problem)."""
     # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
     positions_host = np.swapaxes(draws.position, 0, 1)
-    steps = num_samples * thin
+    steps = run.num_samples * run.thin
+    smc_result = placed.smc_result
     gradient_evaluations = stats_sum["num_gradient_evaluations"]
     evidence = {}
     if smc_result is not None:
         gradient_evaluations = gradient_evaluations + np.asarray(smc_result.info.num_gradient_evaluations, np.int64)
         evidence = smc_evidence(smc_result)
     result = Samples(
-        positions=layout.unflatten_draws(positions_host),
+        positions=run.layout.unflatten_draws(positions_host),
         logdensity=np.swapaxes(draws.logdensity, 0, 1),
         acceptance_rate=stats_sum["acceptance_rate_sum"] / steps,
-        step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (num_chains,)).copy(),
+        step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (run.num_chains,)).copy(),
         num_divergent=stats_sum["num_divergent"],
         num_nonfinite=stats_sum["num_nonfinite"],
         num_gradient_evaluations=gradient_evaluations,
-        sampler=sampler,
-        num_warmup=num_warmup,
-        thin=thin,
+        sampler=run.sampler,
+        num_warmup=run.num_warmup,
+        thin=run.thin,
         inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
         if "inverse_mass_matrix" in state.parameters else None,
         chains_start_at_target=smc_result is not None and bool(smc_result.info.reached_target),
-        numerics=policy.mode,
+        numerics=placed.policy.mode,
         **evidence,
     )
     result = dataclasses.replace(result, verdict=assess(result))
     if smc_result is not None and not bool(smc_result.info.reached_target):
         reached = float(smc_result.info.lambdas[int(smc_result.info.num_stages) - 1])
-        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={smc.max_stages} "
+        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={run.smc.max_stages} "
                    "stages: its particles are not draws of the target; raise sampler_options['max_stages']")
         result = dataclasses.replace(result, verdict=dataclasses.replace(
             result.verdict, converged=False, problems=result.verdict.problems + (problem,)))
-    report(result.verdict, convergence, stacklevel=2)
     return result
 
 
@@ -653,23 +728,27 @@ _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gr
 _CHECKPOINT_VERSION = 3  # 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files
 
 
-def _run_identity(rng_key, sampler, kernel, num_chains, layout, dtype, num_samples, num_warmup, thin,
-                  step_size_mode, target_acceptance_rate, step_size) -> dict[str, Any]:
-    """What a checkpoint must agree on to be resumed (JSON-able)."""
+def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any]:
+    """What a checkpoint must agree on to be resumed (JSON-able): the settings, and what the run starts from
+    and samples (its initial positions, inverse mass matrix and the target's values at fixed points)."""
+    layout, dtype = run.layout, run.dtype
     return {
         "version": _CHECKPOINT_VERSION,
         "key": np.asarray(jax.random.key_data(rng_key)).tolist(),
-        "sampler": sampler,
-        "kernel": repr(kernel),
-        "num_chains": num_chains,
+        "sampler": run.sampler,
+        "kernel": repr(placed.kernel),
+        "num_chains": run.num_chains,
         "event_shapes": [list(shape) for shape in layout.event_shapes],
         "dtype": str(np.dtype(dtype)),
-        "num_samples": num_samples,
-        "num_warmup": num_warmup,
-        "thin": thin,
-        "step_size_mode": step_size_mode,
-        "target_acceptance_rate": target_acceptance_rate,
-        "step_size": None if step_size is None else np.asarray(step_size).tolist(),
+        "num_samples": run.num_samples,
+        "num_warmup": run.num_warmup,
+        "thin": run.thin,
+        "step_size_mode": run.step_size_mode,
+        "target_acceptance_rate": run.target_acceptance_rate,
+        "step_size": None if run.step_size is None else np.asarray(run.step_size).tolist(),
+        "initial_positions": _fingerprint(layout.flatten_chains(run.initial_positions).astype(dtype)),
+        "inverse_mass_matrix": None if run.inverse_mass_matrix is None else _fingerprint(run.inverse_mass_matrix),
+        "target": _target_fingerprint(run.logdensity, layout.dim, dtype),
     }
 
 

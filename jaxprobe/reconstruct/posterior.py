@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe.engine import Samples, sample, tree_gibbs
+from jaxprobe.engine import Samples, tree_gibbs
 from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report

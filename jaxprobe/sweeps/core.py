@@ -461,6 +461,81 @@ def sweep(
         message; the sweep goes on past them), samples, compile statistics.
     """
     started = time.perf_counter()
+    plan = _validate_sweep(rng_key, build_probe, grid, num_chains=num_chains, num_samples=num_samples,
+                           temperature=temperature, num_warmup=num_warmup, sampler=sampler, thin=thin, seed=seed,
+                           step_size=step_size, step_size_mode=step_size_mode,
+                           target_acceptance_rate=target_acceptance_rate, prior=prior, constraints=constraints,
+                           dim=dim, static=static, sampler_options=sampler_options,
+                           cells_per_batch=cells_per_batch, dtype=dtype, convergence=convergence,
+                           checkpoint=checkpoint, numerics=numerics, devices=devices)
+    table = _SweepTable(plan, out, keep_samples)  # resumes the finished cells found in out
+    groups: dict[tuple, list[int]] = {}  # the cells still to run, by the values of their static axes
+    for index, cell in enumerate(plan.cells):
+        if table.rows[index] is None:
+            groups.setdefault(tuple((a.name, cell[a.name]) for a in plan.static_axes), []).append(index)
+    pending = sum(len(v) for v in groups.values())
+    if progress and pending:
+        from tqdm.auto import tqdm
+
+        table.bar = tqdm(total=pending, desc=f"sweep ({len(groups)} program{'s' * (len(groups) != 1)})",
+                         unit="cell", dynamic_ncols=True)
+    num_compilations, compile_total = 0, 0.0
+    try:
+        for group_number, (static_key, indices) in enumerate(groups.items()):
+            if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
+                num_compilations += _run_single_cell(plan, table, dict(static_key), indices[0], group_number,
+                                                     progress and table.bar is None, checkpoint)
+            else:
+                compiled_anew, seconds = _run_group(plan, table, dict(static_key), indices, group_number)
+                num_compilations += compiled_anew
+                compile_total += seconds
+    finally:
+        if table.bar is not None:
+            table.bar.close()
+    rows = table.finish()
+    _report_unconverged(rows, convergence)
+    return SweepResult(rows=rows, samples=table.samples, out=table.out, num_compilations=num_compilations,
+                       compile_seconds=compile_total, seconds=time.perf_counter() - started)
+
+
+# ------------------------------------------------------------------ sweep(), step by step
+
+
+@dataclasses.dataclass(frozen=True)
+class _SweepPlan:
+    """A sweep's checked arguments (:func:`_validate_sweep`): the cells, how their axes compile, the
+    settings shared by every cell, and each cell's identity (what its results are stored under)."""
+
+    rng_key: Any
+    build_probe: Any
+    cells: list
+    axes: list
+    axis_names: list
+    static_axes: list
+    batched_probe_axes: list
+    engine_names: set
+    defaults: dict
+    fixed_settings: dict
+    ids: list
+    temperature: Any
+    step_size: Any
+    prior: Any
+    constraints: Any
+    dim: Any
+    sampler_options: Any
+    cells_per_batch: Any
+    dtype: Any
+    numerics: str
+    devices: Any
+
+
+def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temperature, num_warmup, sampler, thin,
+                    seed, step_size, step_size_mode, target_acceptance_rate, prior, constraints, dim, static,
+                    sampler_options, cells_per_batch, dtype, convergence, checkpoint, numerics, devices
+                    ) -> _SweepPlan:
+    """Every argument of :func:`sweep` checked before anything compiles, and each cell's identity: its
+    settings, the fixed settings, the key and the question's log density at fixed points (so a changed
+    setting or question never reuses old results)."""
     check_policy(convergence)
     check_numerics(numerics)
     if checkpoint is not None and len(cells_of(grid)) != 1:
@@ -521,127 +596,140 @@ def sweep(
     targets = _target_fingerprints(cells, axes, static_axes, batched_probe_axes, engine_names, defaults, build_probe,
                                    prior, constraints, dim, dtype)
     ids = [cell_id(cell, dict(fixed_settings, target=target)) for cell, target in zip(cells, targets)]
+    return _SweepPlan(rng_key, build_probe, cells, axes, axis_names, static_axes, batched_probe_axes, engine_names,
+                      defaults, fixed_settings, ids, temperature, step_size, prior, constraints, dim, sampler_options,
+                      cells_per_batch, dtype, numerics, devices)
 
-    done: dict[str, dict] = {}
-    if out is not None:
-        out = os.fspath(out)
-        os.makedirs(os.path.join(out, _CELLS_DIR), exist_ok=True)
-        _write_json(os.path.join(out, _SPEC_FILE), {"axes": axis_names, "settings": fixed_settings,
-                                                      "cells": [dict(c, cell=i) for c, i in zip(cells, ids)]})
-        done = _load_done(out, ids)
 
-    rows: list[dict[str, Any] | None] = [None] * len(cells)
-    samples: list[Samples | None] | None = [None] * len(cells) if keep_samples else None
-    for index, identifier in enumerate(ids):
-        if identifier in done:
-            rows[index] = dict(done[identifier], index=index)
-            if samples is not None:
-                samples[index] = Samples.load(os.path.join(out, done[identifier]["samples"]))
+class _SweepTable:
+    """A sweep's rows and samples, in grid order, kept in memory and in ``out`` as cells finish: every
+    cell's row and samples are written atomically as soon as it is done, so an interruption loses only
+    the batch in flight. Cells already finished in ``out`` (same identity) are loaded, not rerun."""
 
-    groups: dict[tuple, list[int]] = {}
-    for index, cell in enumerate(cells):
-        if rows[index] is None:
-            key = tuple((a.name, cell[a.name]) for a in static_axes)
-            groups.setdefault(key, []).append(index)
+    def __init__(self, plan: _SweepPlan, out: Any, keep_samples: bool):
+        self.plan, self.bar = plan, None
+        self.out = None if out is None else os.fspath(out)
+        self.rows: list[dict[str, Any] | None] = [None] * len(plan.cells)
+        self.samples: list[Samples | None] | None = [None] * len(plan.cells) if keep_samples else None
+        if self.out is None:
+            return
+        os.makedirs(os.path.join(self.out, _CELLS_DIR), exist_ok=True)
+        _write_json(os.path.join(self.out, _SPEC_FILE), {
+            "axes": plan.axis_names, "settings": plan.fixed_settings,
+            "cells": [dict(c, cell=i) for c, i in zip(plan.cells, plan.ids)]})
+        done = _load_done(self.out, plan.ids)
+        for index, identifier in enumerate(plan.ids):
+            if identifier in done:
+                self.rows[index] = dict(done[identifier], index=index)
+                if self.samples is not None:
+                    self.samples[index] = Samples.load(os.path.join(self.out, done[identifier]["samples"]))
 
-    bar = None
-    pending = sum(len(v) for v in groups.values())
-    if progress and pending:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=pending, desc=f"sweep ({len(groups)} program{'s' * (len(groups) != 1)})", unit="cell",
-                   dynamic_ncols=True)
-    num_compilations, compile_total = 0, 0.0
-
-    def record_failure(failed: list[int], error: Exception, group_number: int) -> None:
+    def fail(self, failed: list[int], error: Exception, group_number: int) -> None:
         """Record ``error`` as the row of every cell in ``failed`` (and on disk), then move the bar on."""
         message = f"{type(error).__name__}: {error}"
         for index in failed:
-            rows[index] = _error_row(cells[index], ids[index], index, message, group_number)
-            if out is not None:
-                _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), rows[index])
-        if bar is not None:
-            bar.update(len(failed))
+            self.rows[index] = _error_row(self.plan.cells[index], self.plan.ids[index], index, message, group_number)
+            if self.out is not None:
+                _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), self.rows[index])
+        if self.bar is not None:
+            self.bar.update(len(failed))
 
-    def _store(index: int, row: dict[str, Any], cell_samples: Samples | None) -> None:
+    def store(self, index: int, row: dict[str, Any], cell_samples: Samples | None) -> None:
         """Keep a finished cell's row and samples, in memory and in ``out``."""
-        rows[index] = row
-        if out is not None:
+        self.rows[index] = row
+        if self.out is not None:
             if cell_samples is not None:
-                cell_samples.save(os.path.join(out, row["samples"]))
-            _write_json(os.path.join(out, _CELLS_DIR, ids[index] + ".json"), row)
-            _write_table(out, [r for r in rows if r is not None], axis_names)
-        if samples is not None:
-            samples[index] = cell_samples
+                cell_samples.save(os.path.join(self.out, row["samples"]))
+            _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), row)
+            _write_table(self.out, [r for r in self.rows if r is not None], self.plan.axis_names)
+        if self.samples is not None:
+            self.samples[index] = cell_samples
 
+    def finish(self) -> list[dict[str, Any]]:
+        """The rows, with the full table written to ``out``."""
+        if self.out is not None:
+            _write_table(self.out, self.rows, self.plan.axis_names)
+        return self.rows
+
+
+def _group_settings(plan: _SweepPlan, static_values: dict) -> tuple[dict, dict]:
+    """A group's engine settings (its static axes over the defaults) and its static probe parameters."""
+    settings = {name: static_values.get(name, plan.defaults[name]) for name in ENGINE_STATIC_AXES}
+    settings["fixed_step_size"] = "step_size" in plan.axis_names or plan.step_size is not None
+    settings["numerics"] = plan.numerics
+    probe_params = {k: v for k, v in static_values.items() if k not in plan.engine_names}
+    return settings, probe_params
+
+
+def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, index: int, group_number: int,
+                     progress: bool, checkpoint: Any) -> int:
+    """A group of one cell, run as :func:`jaxprobe.generate` runs it; returns 1 when it compiled a program.
+    A failure is recorded as the cell's row (the sweep goes on); a usage error is raised."""
+    settings, probe_params = _group_settings(plan, static_values)
+    tick = time.perf_counter()
+    programs = compiled_program_count()
     try:
-        for group_number, (static_key, indices) in enumerate(groups.items()):
-            static_values = dict(static_key)
-            settings = {name: static_values.get(name, defaults[name]) for name in ENGINE_STATIC_AXES}
-            settings["fixed_step_size"] = "step_size" in axis_names or step_size is not None
-            settings["numerics"] = numerics
-            batch = min(cells_per_batch or len(indices), len(indices))
-            probe_params = {k: v for k, v in static_values.items() if k not in engine_names}
-            if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
-                index = indices[0]
-                tick = time.perf_counter()
-                programs = compiled_program_count()
-                try:
-                    row, cell_samples = _single_run(
-                        rng_key, build_probe, probe_params, batched_probe_axes, cells[index], defaults, settings,
-                        prior, constraints, dim, sampler_options, dtype, devices, ids[index], index, group_number,
-                        progress and bar is None, checkpoint)
-                except _SweepUsageError as error:
-                    raise ValueError(str(error)) from None
-                except Exception as error:  # noqa: BLE001 - recorded per cell, the sweep goes on
-                    record_failure([index], error, group_number)
-                    continue
-                num_compilations += int(compiled_program_count() > programs)
-                row["seconds"] = time.perf_counter() - tick
-                _store(index, row, cell_samples)
-                if bar is not None:
-                    bar.update(1)
-                continue
-            try:
-                (compiled, restricted), compile_seconds, is_new = _compiled_program(
-                    rng_key, build_probe, probe_params, batched_probe_axes, settings, batch, prior, constraints, dim,
-                    sampler_options, dtype, devices)
-                num_compilations += int(is_new)
-                compile_total += compile_seconds
-            except _SweepUsageError as error:
-                raise ValueError(str(error)) from None
-            except Exception as error:  # noqa: BLE001 - a failing group is recorded, the sweep goes on
-                record_failure(indices, error, group_number)
-                continue
-            for start in range(0, len(indices), batch):
-                chunk = indices[start:start + batch]
-                inputs = _batch_inputs(cells, chunk, batch, batched_probe_axes, defaults, dtype)
-                tick = time.perf_counter()
-                try:
-                    result = compiled(rng_key, *inputs)
-                    # To the host whole: with several processes, each gathers every process's chains.
-                    result = {name: _to_host(value)[:len(chunk)] for name, value in result.items()}
-                    result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
-                except Exception as error:  # noqa: BLE001 - recorded per cell
-                    record_failure(chunk, error, group_number)
-                    continue
-                seconds = (time.perf_counter() - tick) / len(chunk)
-                for position, index in enumerate(chunk):
-                    one = {name: value[position] for name, value in result.items()}
-                    row, cell_samples = _cell_row(cells[index], ids[index], index, one, settings, seconds,
-                                                  compile_seconds, group_number, restricted,
-                                                  cells[index].get("temperature", temperature))
-                    _store(index, row, cell_samples)
-                if bar is not None:
-                    chain_steps = len(chunk) * settings["num_chains"] * (
-                        settings["num_warmup"] + settings["num_samples"] * settings["thin"])
-                    bar.set_postfix_str(f"{chain_steps / (seconds * len(chunk)):.3g} chain-steps/s", refresh=False)
-                    bar.update(len(chunk))
-    finally:
-        if bar is not None:
-            bar.close()
-    if out is not None:
-        _write_table(out, rows, axis_names)
+        row, cell_samples = _single_run(
+            plan.rng_key, plan.build_probe, probe_params, plan.batched_probe_axes, plan.cells[index], plan.defaults,
+            settings, plan.prior, plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices,
+            plan.ids[index], index, group_number, progress, checkpoint)
+    except _SweepUsageError as error:
+        raise ValueError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - recorded per cell, the sweep goes on
+        table.fail([index], error, group_number)
+        return 0
+    compiled = int(compiled_program_count() > programs)
+    row["seconds"] = time.perf_counter() - tick
+    table.store(index, row, cell_samples)
+    if table.bar is not None:
+        table.bar.update(1)
+    return compiled
+
+
+def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indices: list[int],
+               group_number: int) -> tuple[int, float]:
+    """The cells of one static group in ONE compiled program, ``cells_per_batch`` at a time (the last batch
+    padded, so the group compiles once). Returns (1 if the program was compiled anew, compile seconds)."""
+    settings, probe_params = _group_settings(plan, static_values)
+    batch = min(plan.cells_per_batch or len(indices), len(indices))
+    try:
+        (compiled, restricted), compile_seconds, is_new = _compiled_program(
+            plan.rng_key, plan.build_probe, probe_params, plan.batched_probe_axes, settings, batch, plan.prior,
+            plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices)
+    except _SweepUsageError as error:
+        raise ValueError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a failing group is recorded, the sweep goes on
+        table.fail(indices, error, group_number)
+        return 0, 0.0
+    for start in range(0, len(indices), batch):
+        chunk = indices[start:start + batch]
+        inputs = _batch_inputs(plan.cells, chunk, batch, plan.batched_probe_axes, plan.defaults, plan.dtype)
+        tick = time.perf_counter()
+        try:
+            result = compiled(plan.rng_key, *inputs)
+            # To the host whole: with several processes, each gathers every process's chains.
+            result = {name: _to_host(value)[:len(chunk)] for name, value in result.items()}
+            result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
+        except Exception as error:  # noqa: BLE001 - recorded per cell
+            table.fail(chunk, error, group_number)
+            continue
+        seconds = (time.perf_counter() - tick) / len(chunk)
+        for position, index in enumerate(chunk):
+            one = {name: value[position] for name, value in result.items()}
+            row, cell_samples = _cell_row(plan.cells[index], plan.ids[index], index, one, settings, seconds,
+                                          compile_seconds, group_number, restricted,
+                                          plan.cells[index].get("temperature", plan.temperature))
+            table.store(index, row, cell_samples)
+        if table.bar is not None:
+            chain_steps = len(chunk) * settings["num_chains"] * (
+                settings["num_warmup"] + settings["num_samples"] * settings["thin"])
+            table.bar.set_postfix_str(f"{chain_steps / (seconds * len(chunk)):.3g} chain-steps/s", refresh=False)
+            table.bar.update(len(chunk))
+    return int(is_new), compile_seconds
+
+
+def _report_unconverged(rows: list[dict[str, Any]], convergence: str) -> None:
+    """One ConvergenceWarning (or ConvergenceError) naming the cells whose verdict failed."""
     unconverged = [row["index"] for row in rows if row["status"] == "unconverged"]
     if unconverged and convergence != "ignore":
         message = (f"{len(unconverged)} of {len(rows)} sweep cells did not converge (status 'unconverged'; cells "
@@ -650,9 +738,7 @@ def sweep(
                    "(convergence='ignore' silences this, convergence='error' raises)")
         if convergence == "error":
             raise ConvergenceError(message)
-        warnings.warn(message, ConvergenceWarning, stacklevel=2)
-    return SweepResult(rows=rows, samples=samples, out=out, num_compilations=num_compilations,
-                       compile_seconds=compile_total, seconds=time.perf_counter() - started)
+        warnings.warn(message, ConvergenceWarning, stacklevel=3)  # the caller of sweep()
 
 
 def _package_version() -> str:

@@ -27,7 +27,7 @@ from jaxprobe.config import TREE_KINDS, ConfigError, Config
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
 
-__all__ = ["Prepared", "prepare", "build_problem", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
+__all__ = ["Prepared", "build_problem", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
 
 #: Config keys the sweep engine takes directly (the rest are probe parameters).
 ENGINE_KEYS = {"sampler.temperature": "temperature", "sampler.seed": "seed", "sampler.step_size": "step_size",
