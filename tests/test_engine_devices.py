@@ -67,13 +67,15 @@ SCRIPT = textwrap.dedent(
     # The chains really live on four devices: the compiled chunk keeps the chain axis sharded.
     sharding = api.chain_sharding(64)
     assert len(sharding.device_set) == 4
-    layout = api._Layout(init)
-    flat = api._FlatLogDensity(logdensity, layout)
-    kernel = api.make_kernel("mala")
-    positions = api._to_device(init, sharding)
-    parameters = {"step_size": api._to_device(np.asarray(0.3, np.float32), sharding)}
-    state = api._init(kernel, flat, positions, parameters)
-    state, trace, _ = api._run_chunk(jax.random.key(0), state, kernel, flat, 5, 2)
+    # Through the public functional core (jaxprobe.engine.init / run in the user's own jit), as embedded use does.
+    from jaxprobe import engine
+
+    kernel = engine.make_kernel("mala")
+    positions = jax.device_put(np.asarray(init), sharding)
+    parameters = {"step_size": jax.device_put(np.full(64, 0.3, np.float32), sharding)}  # (C,): per chain
+    state = jax.jit(engine.init, static_argnums=(0, 1))(kernel, logdensity, positions, parameters)
+    run = jax.jit(engine.run, static_argnums=(2, 3, 4, 5))
+    state, trace, _ = run(jax.random.key(0), state, kernel, logdensity, 5, 2)
     assert len(state.kernel_state.position.sharding.device_set) == 4
     assert state.kernel_state.position.sharding.shard_shape((64, 4)) == (16, 4)
 
