@@ -76,6 +76,12 @@ import numpy as np
 import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import compiled_program_count, known_samplers
+
+try:  # which engine is measured: the commit when the modules were imported, and whether the tree had changes
+    GIT_AT_IMPORT = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                                   cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10).stdout.strip() or None
+except (OSError, subprocess.SubprocessError):
+    GIT_AT_IMPORT = None
 from jaxprobe.priors import StandardNormal
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
@@ -737,11 +743,7 @@ def main(argv=None) -> dict:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
     device = jax.devices()[0]
-    try:  # which engine was measured: the commit, and whether the tree had changes on top of it
-        git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                             cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        git = None
+    git = GIT_AT_IMPORT
     try:
         from jaxprobe.engine.numerics import default_numerics
         default_mode = default_numerics()
