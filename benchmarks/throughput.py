@@ -9,8 +9,8 @@ it can be (see the notes written into the results for where it cannot).
 
 Sections
 --------
-1. Throughput (chain-steps/s) of jaxprobe MALA (``core.run`` through the jitted
-   ``api._run_chunk``, thin = 1 and thin = 10, same number of transitions, draws
+1. Throughput (chain-steps/s) of jaxprobe MALA (the public ``core.run`` jitted as
+   ``sample`` runs a chunk, ``RUN_CHUNK``), thin = 1 and thin = 10, same number of transitions, draws
    written into a donated trace buffer reused from call to call as ``sample`` reuses
    it from chunk to chunk; ``numerics="reproducible"``, the CPU default, and beside it
    thin = 1 in ``numerics="fast"``, plain ``jax.random`` and reductions) against
@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxprobe
-from jaxprobe.engine import api, core, kernels
+from jaxprobe.engine import core, kernels
 
 # ------------------------------------------------------------------ configuration
 
@@ -335,8 +335,14 @@ def build_accept_only_mala(logdensity, x0, step_size):
     return build, lambda result: result[1]
 
 
+#: One chunk of jaxprobe.sample as the user embeds it: core.run jitted, shapes static, the trace buffers donated.
+RUN_CHUNK = jax.jit(core.run, static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"),
+                    donate_argnames=("trace",))
+
+
 def build_jaxprobe_mala(logdensity, x0, step_size, thin, numerics="reproducible"):
-    """jaxprobe MALA through ``api._run_chunk`` (= jit of ``core.run``); every call starts from the same state.
+    """jaxprobe MALA through the public functional core: ``jax.jit(core.run)`` with the trace donated (the
+    program ``sample`` compiles for a chunk); every call starts from the same state.
 
     Each call writes its draws into the trace buffer the previous call returned (donated),
     as ``jaxprobe.sample`` does between chunks once a chunk's draws are copied out.
@@ -345,7 +351,7 @@ def build_jaxprobe_mala(logdensity, x0, step_size, thin, numerics="reproducible"
     kernel = kernels.MALA(numerics=numerics)
     num_chains, dim = x0.shape
     parameters = core.default_parameters(kernel, num_chains, dim, jnp.float32, step_size=step_size)
-    state0 = jax.block_until_ready(api._init(kernel, logdensity, x0, parameters))
+    state0 = jax.block_until_ready(jax.jit(core.init, static_argnums=(0, 1))(kernel, logdensity, x0, parameters))
 
     def build(steps):
         if steps % thin:
@@ -357,7 +363,7 @@ def build_jaxprobe_mala(logdensity, x0, step_size, thin, numerics="reproducible"
 
         def call():
             result = jax.block_until_ready(
-                api._run_chunk(key, state0, kernel, logdensity, num_draws, thin, buffers.pop()))
+                RUN_CHUNK(key, state0, kernel, logdensity, num_draws, thin, buffers.pop()))
             buffers.append(result[1])
             return result
 
