@@ -70,3 +70,37 @@ def test_scatter_and_prediction_scatter(tmp_path):
     figure.savefig(tmp_path / "scatter.png")
     with pytest.raises(ValueError, match="data_x must be"):
         plots.scatter_2d(np.zeros((4, 3)), np.zeros(4))
+
+
+def test_sweep_plot_draws_unconverged_cells_hollow_and_never_warns(tmp_path):
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from jaxprobe.plots.runs import plot_sweep
+
+    rows = [dict(status="ok", temperature=0.1, probe_mean=1.0, alpha=1),
+            dict(status="unconverged", temperature=1.0, probe_mean=2.0, alpha=1),
+            dict(status="unconverged", temperature=0.1, probe_mean=1.5, alpha=2),
+            dict(status="error", temperature=1.0, alpha=2)]
+    captured = {}
+    original = plt.close
+
+    def keep(figure=None):  # look at the figure before it is closed
+        captured["figure"] = figure
+        return original(figure)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. matplotlib's "No artists with labels found to put in legend"
+        plt.close = keep
+        try:
+            plot_sweep(str(tmp_path / "a.png"), rows, "temperature", group_by="alpha")
+            axis = captured["figure"].axes[0]
+            plot_sweep(str(tmp_path / "b.png"), rows[3:], "temperature", group_by="alpha")  # only failed cells
+        finally:
+            plt.close = original
+    # Both groups are drawn (alpha=2 has only an unconverged cell), the unconverged markers hollow.
+    assert [text.get_text() for text in axis.get_legend().get_texts()] == ["alpha=1", "alpha=2"]
+    hollow = [line for line in axis.get_lines() if line.get_marker() == "o" and line.get_markerfacecolor() == "none"]
+    assert sum(len(line.get_xdata()) for line in hollow) == 2
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "b.png").exists()

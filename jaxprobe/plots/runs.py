@@ -27,18 +27,25 @@ def plot_sweep(path: str, rows: list[dict[str, Any]], x_axis: str, y: str = "pro
     per value of ``group_by``; failed cells are left out. Written atomically as PNG."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(5, 3.5))
-    ok = [r for r in rows if r.get("status") == "ok"]
+    # Unconverged cells have values too: drawn, as hollow markers (their answers are not to be trusted).
+    ok = [r for r in rows if r.get("status") in ("ok", "unconverged")]
     groups = sorted({r.get(group_by) for r in ok}, key=str) if group_by else [None]
     for group in groups:
         members = sorted((r for r in ok if group_by is None or r.get(group_by) == group), key=lambda r: r[x_axis])
-        axis.plot([r[x_axis] for r in members], [r[y] for r in members], marker="o",
-                  label=f"{group_by}={group}" if group_by else None)
+        line, = axis.plot([r[x_axis] for r in members], [r[y] for r in members],
+                          label=f"{group_by}={group}" if group_by else None)
+        for status, fill in (("ok", line.get_color()), ("unconverged", "none")):
+            marked = [r for r in members if r["status"] == status]
+            axis.plot([r[x_axis] for r in marked], [r[y] for r in marked], "o", color=line.get_color(),
+                      markerfacecolor=fill)
     axis.set_xlabel(x_axis)
     axis.set_ylabel(y)
-    if all(r[x_axis] > 0 for r in ok):
+    if ok and all(r[x_axis] > 0 for r in ok):
         axis.set_xscale("log")
-    if group_by:
+    if group_by and ok:
         axis.legend(fontsize=7)
+    if any(r["status"] == "unconverged" for r in ok):
+        axis.set_title("hollow: cells that did not converge", fontsize=8)
     figure.tight_layout()
     try:
         atomic_write(path, lambda stream: figure.savefig(stream, format="png", dpi=100))
