@@ -38,7 +38,8 @@ with the recorded sweep's sampler settings and the same synthetic set size, and 
 sets). Target (issue 17): synthetic / base accuracy ≥ 0.9 for digits gradient boosting with the correct prior
 (recorded RWMH: 0.57).
 
-Run: ``PYTHONPATH=. python benchmarks/tree_gibbs.py [--quick [--record]] [--out DIR] [--skip-sweep]``.
+Run: ``PYTHONPATH=. python benchmarks/tree_gibbs.py [--quick [--record]] [--out DIR] [--skip-sweep]``, or the same
+through ``benchmarks/reconstruction.py tree-gibbs [...]``.
 Default: full sizes, writes ``benchmarks/results/tree_gibbs.{json,md}`` (or ``$JAXPROBE_BENCH_RESULTS``);
 ``--quick`` (small sizes) writes to a scratch folder unless ``--record``. The machine may be shared: the load
 average is recorded; compare the ratios, measured side by side.
@@ -376,7 +377,10 @@ def main(argv=None) -> dict:
     warnings.simplefilter("ignore", jaxprobe.ConvergenceWarning)  # short runs on purpose; the ESS says how they did
     arguments = argv if argv is not None else sys.argv[1:]
     result = {
-        "command": "PYTHONPATH=. python benchmarks/tree_gibbs.py" + (" " + " ".join(arguments) if arguments else ""),
+        # As launched: benchmarks/tree_gibbs.py, or benchmarks/reconstruction.py tree-gibbs (which calls main).
+        "command": ("PYTHONPATH=. python benchmarks/" + " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+                    if sys.argv and sys.argv[0].endswith(".py") else
+                    "PYTHONPATH=. python benchmarks/tree_gibbs.py" + (" " + " ".join(arguments) if arguments else "")),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__, "quick": args.quick, "load_average_start": tuple(round(v, 1) for v in os.getloadavg()),
