@@ -277,9 +277,11 @@ def markdown(result: dict) -> str:
              "without warmup. ESS (of the features, x = m + L z for RWMH's whitened chains): pooled bulk ESS over all K·D coordinates "
              "(median, min), within-chain ESS (each chain's own, summed; median), max R-hat. A transition is an "
              "RWMH step or a Gibbs sweep; ensemble evaluations = chains × transitions × evaluations per "
-             "transition (RWMH: K class blocks; tree_gibbs: B · Σ_j (m_j + 1)).", "",
+             "transition (RWMH: K class blocks per step; tree_gibbs: B · Σ_j (m_j + 1) per sweep for the coordinate "
+             "updates, m_j the thresholds on feature j, each touching only the trees that test j, plus B per prior "
+             "move).", "",
              "| data set | sampler | chains × draws × thin | warmup | sampling (s) | ESS median (min) | within-chain ESS "
-             "| R-hat max | ESS/s | within-chain ESS/s | evaluations per transition | ESS per 10⁶ evaluations |",
+             "| R-hat max | ESS/s | within-chain ESS/s | ensemble evaluations per transition (step / sweep) | ESS per 10⁶ evaluations |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for dataset, rows in result["part1"].items():
         for sampler, r in rows.items():
