@@ -16,6 +16,11 @@ Run: ``PYTHONPATH=. python benchmarks/reconstruction.py`` (writes benchmarks/res
 (breast_cancer, wine, Default, digits × prior misspecification × model kind and training fraction;
 :func:`jaxprobe.reconstruct.sweep.run_sweep`) and writes benchmarks/results/reconstruction.sweep.{json,md}
 and one correlation figure per data set, reconstruction.sweep.<dataset>.png.
+
+``PYTHONPATH=. python benchmarks/reconstruction.py tree-gibbs [--quick] [--skip-sweep] ...`` runs the tree-ensemble
+comparison of issue 17 (``benchmarks/tree_gibbs.py``'s ``main`` with the remaining arguments): exact coordinate-wise
+Gibbs (``sampler="tree_gibbs"``) vs RWMH on breast_cancer and digits, ESS per second and per ensemble evaluation in
+one process, and the digits sweep with tree models; writes benchmarks/results/tree_gibbs.{json,md}.
 """
 
 from __future__ import annotations
@@ -158,9 +163,22 @@ def _write_sweep(out, results, runs) -> None:
     atomic_write(out + ".md", lambda f: f.write(("\n".join(lines) + "\n").encode()))
 
 
+def tree_gibbs_main(argv) -> dict:
+    """``tree-gibbs``: benchmarks/tree_gibbs.py's ``main`` (loaded from its file: one copy of the code)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("jaxprobe_benchmark_tree_gibbs", os.path.join(HERE, "tree_gibbs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(list(argv))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "sweep":
         sweep_main(sys.argv[2:])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "tree-gibbs":
+        tree_gibbs_main(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 64, 1024])

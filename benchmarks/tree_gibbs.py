@@ -38,7 +38,8 @@ with the recorded sweep's sampler settings and the same synthetic set size, and 
 sets). Target (issue 17): synthetic / base accuracy ≥ 0.9 for digits gradient boosting with the correct prior
 (recorded RWMH: 0.57).
 
-Run: ``PYTHONPATH=. python benchmarks/tree_gibbs.py [--quick [--record]] [--out DIR] [--skip-sweep]``.
+Run: ``PYTHONPATH=. python benchmarks/tree_gibbs.py [--quick [--record]] [--out DIR] [--skip-sweep]``, or the same
+through ``benchmarks/reconstruction.py tree-gibbs [...]``.
 Default: full sizes, writes ``benchmarks/results/tree_gibbs.{json,md}`` (or ``$JAXPROBE_BENCH_RESULTS``);
 ``--quick`` (small sizes) writes to a scratch folder unless ``--record``. The machine may be shared: the load
 average is recorded; compare the ratios, measured side by side.
@@ -276,9 +277,11 @@ def markdown(result: dict) -> str:
              "without warmup. ESS (of the features, x = m + L z for RWMH's whitened chains): pooled bulk ESS over all K·D coordinates "
              "(median, min), within-chain ESS (each chain's own, summed; median), max R-hat. A transition is an "
              "RWMH step or a Gibbs sweep; ensemble evaluations = chains × transitions × evaluations per "
-             "transition (RWMH: K class blocks; tree_gibbs: B · Σ_j (m_j + 1)).", "",
+             "transition (RWMH: K class blocks per step; tree_gibbs: B · Σ_j (m_j + 1) per sweep for the coordinate "
+             "updates, m_j the thresholds on feature j, each touching only the trees that test j, plus B per prior "
+             "move).", "",
              "| data set | sampler | chains × draws × thin | warmup | sampling (s) | ESS median (min) | within-chain ESS "
-             "| R-hat max | ESS/s | within-chain ESS/s | evaluations per transition | ESS per 10⁶ evaluations |",
+             "| R-hat max | ESS/s | within-chain ESS/s | ensemble evaluations per transition (step / sweep) | ESS per 10⁶ evaluations |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for dataset, rows in result["part1"].items():
         for sampler, r in rows.items():
@@ -376,7 +379,10 @@ def main(argv=None) -> dict:
     warnings.simplefilter("ignore", jaxprobe.ConvergenceWarning)  # short runs on purpose; the ESS says how they did
     arguments = argv if argv is not None else sys.argv[1:]
     result = {
-        "command": "PYTHONPATH=. python benchmarks/tree_gibbs.py" + (" " + " ".join(arguments) if arguments else ""),
+        # As launched: benchmarks/tree_gibbs.py, or benchmarks/reconstruction.py tree-gibbs (which calls main).
+        "command": ("PYTHONPATH=. python benchmarks/" + " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+                    if sys.argv and sys.argv[0].endswith(".py") else
+                    "PYTHONPATH=. python benchmarks/tree_gibbs.py" + (" " + " ".join(arguments) if arguments else "")),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__, "quick": args.quick, "load_average_start": tuple(round(v, 1) for v in os.getloadavg()),

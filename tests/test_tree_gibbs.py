@@ -118,6 +118,55 @@ def test_evaluation_along_a_coordinate_equals_full_evaluation():
         np.testing.assert_array_equal(updated, leaves)
 
 
+@pytest.mark.parametrize("kind", ["boosting", "forest", "deep_tree"])
+def test_complete_trees_give_the_walks_leaves_and_scores(kind):
+    """Ensembles up to COMPLETE_MAX_DEPTH are also stored as complete trees: leaves() equals the fori_loop walk
+    leaf for leaf, and scores_along_complete (dense decisions, one matrix product) equals scores_along; a deeper
+    ensemble keeps the walk (complete_depth None) and tree_gibbs still samples it."""
+    from sklearn.datasets import load_iris
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    from jaxprobe.models.trees import COMPLETE_MAX_DEPTH, tree_ensemble_from_sklearn
+
+    x, y = load_iris(return_X_y=True)
+    rng = np.random.default_rng(3)
+    if kind == "boosting":
+        estimator = GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0).fit(x, y)
+    elif kind == "forest":
+        estimator = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(x, y)
+    else:  # deeper than COMPLETE_MAX_DEPTH: a classification tree grown to purity on noisy features
+        estimator = DecisionTreeClassifier(random_state=0).fit(x + rng.normal(scale=0.5, size=x.shape), y)
+    model = tree_ensemble_from_sklearn(estimator)
+    points = jnp.asarray(x[::7] + rng.normal(scale=0.2, size=x[::7].shape), jnp.float32)
+    if kind == "deep_tree":
+        assert model.max_depth > COMPLETE_MAX_DEPTH and model.complete_depth is None
+        with pytest.raises(ValueError, match="COMPLETE_MAX_DEPTH"):
+            model.scores_along_complete(points[0], 0, points[:3, 0], model.raw_score(points[0]))
+        # tree_gibbs walks such trees instead; every draw lies where its class has positive probability.
+        result = R.reconstruct(KEY, estimator, R.fit_gaussian(x, kind="diagonal"), sampler="tree_gibbs",
+                               num_chains=8, num_samples=20, num_warmup=5, convergence="ignore")
+        draws = np.asarray(result.draws, np.float32).reshape(-1, 3, 4)
+        for label in range(3):
+            assert np.all(np.asarray(model.predict_batch(draws[:, label]))[:, label] > 0)
+        return
+    assert model.complete_depth == model.max_depth
+    walked = jax.vmap(lambda point: jax.lax.fori_loop(  # the walk, one gather per level
+        0, model.max_depth,
+        lambda _, node: jnp.where(point[model._feature[node]] <= model._threshold[node], model._left[node],
+                                  model._right[node]), model._offsets))(points)
+    np.testing.assert_array_equal(jax.vmap(model.leaves)(points), walked)
+    for feature in range(4):
+        values = jnp.concatenate([jnp.asarray(model.split_thresholds[feature, :model.split_counts[feature]]),
+                                  jnp.float32([-50.0, 0.0, 50.0])])
+        for point in points[:5]:
+            leaves = model.leaves(point)
+            raw = model.raw_score_of_leaves(leaves)
+            walked_scores, _ = model.scores_along(point, feature, values, leaves, raw)
+            dense = model.scores_along_complete(point, feature, values, raw)
+            np.testing.assert_allclose(dense, walked_scores, atol=2e-6)
+
+
 @pytest.mark.parametrize("lower, upper", [(10.0, 11.0), (-40.0, -39.5), (-1e-3, 2e-3), (3.0, np.inf),
                                           (-np.inf, -25.0), (-0.5, 60.0)])
 def test_truncated_normal_is_exact_far_in_the_tails(lower, upper):

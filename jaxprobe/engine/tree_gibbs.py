@@ -17,7 +17,9 @@ test on feature j. The full conditional of x_j is therefore the mixture of trunc
 
 with P_i the prior conditional's mass of interval I_i (intersected with the feature's bounds). One
 update evaluates the ensembles once per interval (vectorized over intervals, blocks and chains; only
-the trees that test feature j are walked, :meth:`TreeEnsembleModel.raw_score_along`), draws an interval
+the trees that test feature j are evaluated: for trees no deeper than ``COMPLETE_MAX_DEPTH`` by dense decisions
+and one matrix product, :meth:`TreeEnsembleModel.scores_along_complete`, else by walking them,
+:meth:`TreeEnsembleModel.raw_score_along`), draws an interval
 from w, then x_j from the prior conditional truncated to it. No step size, no rejection: every draw is a
 draw of the full conditional, so the chain is exact Gibbs sampling of p.
 
@@ -154,12 +156,49 @@ def _log_consecutive_masses(z: Array) -> Array:
     return jnp.where(nonempty, jnp.where(below | above, one_side, across), -jnp.inf)
 
 
+def _log_tail(z: Array) -> Array:
+    """log Φ(−|z|), the log of the smaller tail beyond ``z`` (elementwise): :func:`_tails`' first part."""
+    return _tails(z)[0]
+
+
+def _tails(z: Array) -> tuple[Array, Array]:
+    """``(log Φ(−|z|), Φ(−min(|z|, 9)))`` elementwise: the log of the smaller tail beyond ``z``, exact however
+    far out, and the tail itself where it is at least Φ(−9) ≈ 1e-19 (beyond, the value at 9: wherever the
+    caller subtracts it from 1 the difference is below float rounding). float32: one ``erfc`` up to |z| = 9 and
+    the asymptotic series (:func:`_log_ndtr_far`) beyond, both within float32 rounding of ``log_ndtr`` and
+    several times cheaper; float64: ``log_ndtr``."""
+    a = jnp.minimum(jnp.abs(z), 9.0)
+    near = 0.5 * jax.lax.erfc(a * np.asarray(1.0 / math.sqrt(2.0), z.dtype))
+    if z.dtype != jnp.float32:
+        return log_ndtr(-jnp.abs(z)), near
+    far = _log_ndtr_far(-jnp.maximum(jnp.abs(z), 9.0))
+    return jnp.where(jnp.abs(z) < 9.0, jnp.log(near), far), near
+
+
+def _log_masses_from_tails(low: Array, high: Array, tail_low: Array, tail_high: Array, linear_low: Array,
+                           linear_high: Array) -> Array:
+    """log(Φ(high) − Φ(low)) for standardized ends ``low <= high`` (elementwise; ±inf allowed; equal ends:
+    −inf) given their tails (:func:`_tails`: ``tail_* = log Φ(−|end|)``, ``linear_*`` the tail itself, clamped
+    at 9), as :func:`_log_consecutive_masses` computes it: an interval below 0 is ``Φ(high) − Φ(low)``, one
+    above 0 ``Φ(−low) − Φ(−high)`` (each a difference of two small tails, ``L + log(−expm1(ΔL))``), one across 0
+    ``1 − Φ(low) − Φ(−high)`` (both tails at most ½: no cancellation; a tail beyond 9 changes it by less than
+    float rounding). One ``expm1`` and one ``log`` per interval."""
+    nonempty = low < high
+    one_side = (high <= 0) | (low >= 0)
+    below = high <= 0
+    larger = jnp.where(below, tail_high, tail_low)
+    smaller = jnp.where(below, tail_low, tail_high)
+    difference = jnp.where(nonempty & one_side, smaller - larger, -1.0)
+    inner = jnp.where(one_side, -jnp.expm1(difference), 1.0 - (linear_low + linear_high))
+    return jnp.where(nonempty, jnp.where(one_side, larger, 0.0) + jnp.log(inner), -jnp.inf)
+
+
 def _log_ndtr_far(z: Array) -> Array:
     """log Φ(z) for z < −10 by its asymptotic series (relative error below 1e-6 there), cheaper than
     ``log_ndtr``: −z²/2 − log(−z) − ½ log 2π + log(1 − 1/z² + 3/z⁴ − 15/z⁶)."""
     inverse = 1.0 / (z * z)
     series = 1.0 - inverse * (1.0 - inverse * (3.0 - 15.0 * inverse))
-    return -0.5 * z * z - jnp.log(-z) - 0.5 * _LOG_2PI + jnp.log(series)
+    return -0.5 * z * z - 0.5 * _LOG_2PI + jnp.log(series / -z)  # one log: log(series) − log(−z)
 
 
 def _ndtri_of_log(log_p: Array) -> Array:
@@ -190,6 +229,25 @@ def truncated_standard_normal(rng_key: PRNGKey, lower: Array, upper: Array) -> A
     dtype = lower.dtype
     u = jax.random.uniform(rng_key, lower.shape, dtype, minval=jnp.finfo(dtype).tiny, maxval=1.0)
     return _truncated_standard_normal(u, lower, upper)
+
+
+def _truncated_standard_normal_from_tails(u: Array, lower: Array, upper: Array, tail_lower: Array,
+                                          tail_upper: Array, linear_lower: Array, linear_upper: Array) -> Array:
+    """:func:`_truncated_standard_normal` given the ends' tails (:func:`_tails`), which a coordinate update has
+    already computed for the interval masses: no ``log_ndtr`` here. After the reflection (``lo + hi <= 0``, so
+    ``lo <= 0``): ``log Φ(lo)`` is lo's log tail, ``log Φ(hi)`` hi's when ``hi <= 0`` and ``log1p(−tail)``
+    otherwise."""
+    flip = lower + upper > 0
+    lo, hi = jnp.where(flip, -upper, lower), jnp.where(flip, -lower, upper)
+    log_lo = jnp.where(flip, tail_upper, tail_lower)
+    tail_hi = jnp.where(flip, tail_lower, tail_upper)
+    linear_hi = jnp.where(flip, linear_lower, linear_upper)
+    log_hi = jnp.where(hi > 0, jnp.log1p(-linear_hi), tail_hi)
+    nonempty = lo < hi
+    log_mass = log_hi + jnp.log(-jnp.expm1(jnp.where(nonempty, log_lo - log_hi, -1.0)))
+    log_p = jnp.minimum(jnp.logaddexp(log_lo, jnp.log(u) + log_mass), log_hi)
+    z = jnp.clip(_ndtri_of_log(log_p), lo, hi)
+    return jnp.where(flip, -z, z)
 
 
 def _truncated_standard_normal(u: Array, lower: Array, upper: Array) -> Array:
@@ -745,50 +803,54 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
     blocks = np.arange(num_blocks, dtype=np.int32)
     slot_group = np.concatenate([np.full(g.features.size, i, np.int32) for i, g in enumerate(groups)])
     slot_feature = np.concatenate([g.features for g in groups]).astype(np.int32)
+    group_starts = np.concatenate([[0], np.cumsum([g.features.size for g in groups])[:-1]])
     interval_point = target._interval_point[:, :size]
     interval_lower = target._interval_lower[:, :size]
+    # Interval i of feature j is (breakpoints[j, i], breakpoints[j, i + 1]] (padding intervals at +inf, empty).
     interval_breakpoints = np.concatenate([target._interval_lower[:, :1], target._interval_upper[:, :size]], axis=1)
     interval_valid = target._interval_valid[:, :size]
 
     def group_energies(group: FeatureGroup, x: Array, feature: Array, leaves: tuple, raws: tuple) -> tuple:
-        """Every block's G_b with x_j set to each interval's point ``(B, size)`` (padding: +inf), and per
-        ensemble the raw scores ``(B, size, G)`` and moving trees' leaves ``(B, size, U)`` there (padded)."""
+        """Every block's G_b with x_j set to each interval's point ``(B, I_g)`` (I_g: the group's intervals;
+        padding: +inf), and per ensemble the raw scores ``(B, I_g, G)`` there and, for an ensemble without
+        complete trees, the moving trees' leaves ``(B, I_g, U_g)`` (None for complete ones: their leaves are
+        recomputed at the drawn point, :meth:`TreeEnsembleModel.update_leaves`)."""
         points = jnp.asarray(interval_point[:, :group.num_intervals])[feature].astype(x.dtype)
-        pad = size - group.num_intervals
 
         def one_block(x_block: Array, block: Array, block_leaves: tuple, block_raws: tuple) -> tuple:
-            scores = [ensemble.scores_along(x_block, feature, points, leaf, raw, width)
-                      for ensemble, width, leaf, raw in zip(ensembles, group.widths, block_leaves, block_raws)]
-            outputs = tuple(jax.vmap(ensemble.output_from_raw)(raw) for ensemble, (raw, _) in zip(ensembles, scores))
+            raws, moved = [], []
+            for ensemble, width, leaf, raw in zip(ensembles, group.widths, block_leaves, block_raws):
+                if ensemble.complete_depth is not None:  # dense decisions and one matrix product, no walk
+                    raws.append(ensemble.scores_along_complete(x_block, feature, points, raw, width))
+                    moved.append(None)
+                else:
+                    score, walked = ensemble.scores_along(x_block, feature, points, leaf, raw, width)
+                    raws.append(score)
+                    moved.append(walked)
+            outputs = tuple(jax.vmap(ensemble.output_from_raw)(raw) for ensemble, raw in zip(ensembles, raws))
             energies = jax.vmap(lambda *one: energy(one, block))(*outputs)
-            raws = tuple(jnp.pad(raw, ((0, pad), (0, 0))) for raw, _ in scores)
-            moved = tuple(jnp.pad(walked, ((0, pad), (0, ensemble.feature_trees.shape[1] - walked.shape[1])))
-                          for ensemble, (_, walked) in zip(ensembles, scores))
-            return jnp.pad(energies, (0, pad), constant_values=jnp.inf), raws, moved
+            return energies, tuple(raws), tuple(moved)
 
         energies, raws, moved = jax.vmap(one_block)(x, jnp.asarray(blocks), leaves, raws)
         return energies.astype(x.dtype), raws, moved
 
-    branches = [functools.partial(group_energies, group) for group in groups]
-
-    def update(state: TreeGibbsState, feature: Array, group_index: Array, u: Array
+    def update(state: TreeGibbsState, feature: Array, group: FeatureGroup, u: Array
                ) -> tuple[TreeGibbsState, Array]:
-        """Draw x_j (j = ``feature``, traced) of every block from its full conditional; ``u`` ``(B, 2)``."""
+        """Draw x_j (j = ``feature``, traced, a feature of ``group``) of every block from its full conditional;
+        ``u`` ``(B, 2)``. Arrays span the group's I_g intervals only (the others are padding for it)."""
         x, component, leaves, raws = state
         dtype = x.dtype
-        if len(branches) == 1:
-            energies, interval_raws, interval_leaves = branches[0](x, feature, leaves, raws)
-        else:  # the group index is the same for every chain: a real branch, not a select, under vmap
-            energies, interval_raws, interval_leaves = jax.lax.switch(group_index, branches, x, feature, leaves, raws)
-        lower = jnp.asarray(interval_lower, dtype)[feature]
-        valid = jnp.asarray(interval_valid)[feature]
+        size = group.num_intervals
+        energies, interval_raws, interval_leaves = group_energies(group, x, feature, leaves, raws)
+        lower = jnp.asarray(interval_lower[:, :size], dtype)[feature]
+        valid = jnp.asarray(interval_valid[:, :size])[feature]
         prior = jnp.asarray(target.prior_index)  # (B,)
         low = jnp.asarray(target.low, dtype)[prior, feature][:, None]  # (B, 1)
         high = jnp.asarray(target.high, dtype)[prior, feature][:, None]
         # Breakpoints of the consecutive intervals, clipped to the bounds: interval i is (c_i, c_{i+1}]
         # (invalid padding intervals lie at +inf, empty).
-        breakpoints = jnp.clip(jnp.asarray(interval_breakpoints, dtype)[feature][None], low, high)  # (B, I + 1)
-        a, b = breakpoints[:, :-1], breakpoints[:, 1:]  # (B, I) interval ∩ bounds
+        ends = jnp.clip(jnp.asarray(interval_breakpoints[:, :size + 1], dtype)[feature][None], low, high)
+        a, b = ends[:, :-1], ends[:, 1:]  # (B, I): interval i ∩ bounds is (a_i, b_i]
         usable = valid[None] & (a < b)
         # The prior conditional of x_j given the block's other coordinates (its component's Gaussian).
         precision_row = jnp.asarray(table.precisions, dtype)[prior, component if not table.shared else 0, feature]
@@ -798,7 +860,12 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
         shift = jnp.sum(precision_row * (x - mean), axis=1) / safe_jj
         conditional_mean = jnp.where(is_flat, 0.0, x[:, feature] - shift)[:, None]  # (B, 1)
         conditional_sd = jax.lax.rsqrt(safe_jj)[:, None]
-        gaussian_mass = _log_consecutive_masses((breakpoints - conditional_mean) / conditional_sd)
+        # One tail per breakpoint (I + 1), materialized: fused into its consumers XLA would evaluate the special
+        # functions again for every read of every slice.
+        z = (ends - conditional_mean) / conditional_sd  # (B, I + 1)
+        tails, linear = jax.lax.optimization_barrier(_tails(z))
+        gaussian_mass = _log_masses_from_tails(z[:, :-1], z[:, 1:], tails[:, :-1], tails[:, 1:], linear[:, :-1],
+                                               linear[:, 1:])
         flat_mass = jnp.log(jnp.where(usable, b - a, 1.0))
         log_mass = jnp.where(usable, jnp.where(is_flat[:, None], flat_mass, gaussian_mass), -jnp.inf)
         log_weight = -energies / tau + log_mass
@@ -807,11 +874,17 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
         # prior conditional alone; a chain in the support never leaves it (zero-weight intervals stay 0).
         fallback = ~jnp.any(log_weight > -jnp.inf, axis=1)  # (B,)
         log_weight = jnp.where(fallback[:, None], log_mass, log_weight)
+        # Materialized once: fused into the draw's max, exp and cumulative sum, XLA would evaluate the masses'
+        # special functions again for every read (a cumulative sum reads each entry up to I times).
+        log_weight = jax.lax.optimization_barrier(log_weight)
         chosen = _inverse_cdf_choice(log_weight, u[:, 0])[:, None]  # (B, 1)
         a_i = jnp.take_along_axis(a, chosen, axis=1)[:, 0]
         b_i = jnp.take_along_axis(b, chosen, axis=1)[:, 0]
         m, s = conditional_mean[:, 0], conditional_sd[:, 0]
-        gaussian = m + s * _truncated_standard_normal(u[:, 1], (a_i - m) / s, (b_i - m) / s)
+        pick_end = lambda table, shift: jnp.take_along_axis(table, chosen + shift, axis=1)[:, 0]  # noqa: E731
+        gaussian = m + s * _truncated_standard_normal_from_tails(
+            u[:, 1], pick_end(z, 0), pick_end(z, 1), pick_end(tails, 0), pick_end(tails, 1), pick_end(linear, 0),
+            pick_end(linear, 1))
         value = jnp.where(is_flat, a_i + u[:, 1] * (b_i - a_i), gaussian)
         # Exactly inside the interval as the trees see it (float32 x > lower, x <= upper) and the bounds.
         lower_i = jnp.take_along_axis(jnp.broadcast_to(lower[None], a.shape), chosen, axis=1)[:, 0]
@@ -825,8 +898,11 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
         # The trees see x_j in the chosen interval: its raw scores and leaves are the point's now.
         pick = lambda table: jnp.take_along_axis(table, chosen[:, :, None], axis=1)[:, 0]  # noqa: E731
         raws = tuple(pick(table) for table in interval_raws)
-        leaves = tuple(jax.vmap(lambda leaf, row, e=ensemble: e.set_leaves(leaf, feature, row))(block, pick(table))
-                       for ensemble, block, table in zip(ensembles, leaves, interval_leaves))
+        leaves = tuple(
+            jax.vmap(lambda leaf, point, e=ensemble, w=width: e.update_leaves(leaf, point, feature, w))(block, x)
+            if table is None else
+            jax.vmap(lambda leaf, row, e=ensemble: e.set_leaves(leaf, feature, row))(block, pick(table))
+            for ensemble, width, block, table in zip(ensembles, group.widths, leaves, interval_leaves))
         return TreeGibbsState(x, component, leaves, raws), jnp.sum(fallback.astype(jnp.int32))
 
     def kernel(rng_key: PRNGKey, state: TreeGibbsState) -> tuple[TreeGibbsState, TreeGibbsInfo]:
@@ -847,18 +923,20 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
         uniforms = jax.random.uniform(key_updates, (slot_feature.size, num_blocks, 2), dtype,
                                       minval=jnp.finfo(dtype).tiny)
 
-        def body(carry, slot):
-            feature, group_index, u = slot
-            return update(carry, feature, group_index, u)
-
-        state, fallbacks = jax.lax.scan(body, state, (features, jnp.asarray(slot_group), uniforms))
+        # One scan per group (its shapes static), in slot order: no branch on the group inside the loop.
+        fallbacks = []
+        for index, group in enumerate(groups):
+            slots = slice(int(group_starts[index]), int(group_starts[index]) + group.features.size)
+            state, counts = jax.lax.scan(lambda carry, slot, group=group: update(carry, slot[0], group, slot[1]),
+                                         state, (features[slots], uniforms[slots]))
+            fallbacks.append(jnp.sum(counts))
         accepted = jnp.zeros((), dtype)
         if prior_moves:  # one compiled move, scanned over the correlations
             state, accepted_each = jax.lax.scan(
                 lambda carry, move: prior_move(move[0], carry, move[1]), state,
                 (jax.random.split(key_moves, len(prior_moves)), jnp.asarray(prior_moves, dtype)))
             accepted = jnp.sum(accepted_each)
-        return state, TreeGibbsInfo(jnp.sum(fallbacks), accepted)
+        return state, TreeGibbsInfo(sum(fallbacks), accepted)
 
     def current_energies(state: TreeGibbsState) -> Array:
         """G_b of every block ``(B,)`` from the kept raw scores."""

@@ -9,8 +9,10 @@ on ONE input ``x`` ``(d,)`` and gives
 * regressors: the scalar ``predict`` gives (shape ``()``).
 
 Evaluation is vectorized over all trees and has no data-dependent Python control flow:
-every tree takes the same fixed number of steps (the ensemble's maximum depth) in a
-``lax.fori_loop``, one gather per step, and leaves point to themselves. The model works
+ensembles no deeper than :data:`COMPLETE_MAX_DEPTH` are also stored as complete binary trees, whose
+decisions are all computed at once and whose leaf is picked by ``D`` levels of selects; deeper ones
+take the same fixed number of steps (the ensemble's maximum depth) in a ``lax.fori_loop``, one
+gather per step, and leaves point to themselves. Both give the same leaves. The model works
 under ``jax.jit``, ``jax.vmap`` and ``jax.grad``; it is piecewise constant in ``x``, so its
 gradient is zero (finite, never NaN) wherever it exists, and a gradient-based sampler sees
 a flat landscape: use a tree ensemble as the comparison model or with a gradient-free
@@ -51,6 +53,12 @@ __all__ = ["TreeEnsembleModel", "tree_ensemble_from_sklearn", "tree_ensemble_fro
 #: ``exp``: scalar ``exp(r)``.
 LINKS = ("identity", "sigmoid_binary", "half_sigmoid_binary", "softmax", "sigmoid", "exp")
 _CLASSIFIER_LINKS = ("sigmoid_binary", "half_sigmoid_binary", "softmax")
+
+COMPLETE_MAX_DEPTH = 6
+"""Ensembles no deeper than this are also stored as complete binary trees (:attr:`TreeEnsembleModel.complete_depth`):
+every tree padded to ``2^D − 1`` internal nodes in heap order and ``2^D`` leaves, so that evaluating it along a
+coordinate is a few dense comparisons and selects rather than ``D`` data-dependent gathers per tree and point
+(:meth:`TreeEnsembleModel.scores_along_complete`). Deeper ensembles (a forest grown to purity) keep the walk."""
 
 
 class TreeEnsembleModel:
@@ -98,7 +106,13 @@ class TreeEnsembleModel:
       ``-inf < t_1 < … < t_m < +inf`` (a split sends ``x`` left iff ``float32(x_j) <= t``);
     * ``feature_trees`` ``(d, U)`` int32 and ``feature_tree_counts`` ``(d,)``: the trees that test
       feature j (row j holds ``feature_tree_counts[j]`` tree indices, then 0 padding). Only they change
-      when x_j moves (:meth:`raw_score_along`).
+      when x_j moves (:meth:`raw_score_along`);
+    * ``complete_depth``: ``D = max_depth`` when ``D <= COMPLETE_MAX_DEPTH``, else None; then every tree is also
+      stored complete (``complete_feature``/``complete_threshold`` ``(T, 2^D − 1)`` internal nodes in heap order,
+      children of node n at 2n + 1 and 2n + 2; ``complete_values`` ``(T, 2^D, V)`` and ``complete_leaves``
+      ``(T, 2^D)``, the flat leaf index ``t · N + node`` each complete leaf stands for). A leaf shallower than D
+      becomes a subtree whose padding nodes test ``x[0] <= +inf`` and whose leaves all carry its value and index,
+      so the complete tree sends every ``x`` to a leaf of the same value and index as the original.
     """
 
     differentiable = False
@@ -173,6 +187,17 @@ class TreeEnsembleModel:
         self.feature_trees, self.feature_tree_counts = _feature_trees(self.feature, self.left, self.num_features)
         self._feature_trees = jnp.asarray(self.feature_trees)
         self._feature_tree_counts = jnp.asarray(self.feature_tree_counts)
+        self.complete_depth = self.max_depth if self.max_depth <= COMPLETE_MAX_DEPTH else None
+        if self.complete_depth is not None:
+            (self.complete_feature, self.complete_threshold, self.complete_values,
+             self.complete_leaves) = _complete(self.feature, self.threshold, self.left, self.right, self.leaf_values,
+                                               self.complete_depth)
+            self._complete_feature = jnp.asarray(self.complete_feature)
+            self._complete_threshold = jnp.asarray(self.complete_threshold)
+            self._complete_leaves = jnp.asarray(self.complete_leaves)
+            self._complete_values = {np.dtype(np.float32): jnp.asarray(self.complete_values.astype(np.float32))}
+            if jax.config.jax_enable_x64:
+                self._complete_values[np.dtype(np.float64)] = jnp.asarray(self.complete_values)
 
     # -- evaluation ---------------------------------------------------------------------
     def _check(self, x: Any) -> Array:
@@ -190,6 +215,9 @@ class TreeEnsembleModel:
         """The flat leaf index ``t * N + node`` that ``x`` ``(d,)`` reaches in each tree: ``(T,)`` int32."""
         x = self._check(x)
         x32 = jax.lax.stop_gradient(x).astype(jnp.float32)  # both libraries compare in float32
+        if self.complete_depth is not None:  # all decisions at once, then D levels of selects (no gather chain)
+            bits = x32[self._complete_feature] <= self._complete_threshold  # (T, 2^D − 1)
+            return _select_up(bits, self._complete_leaves, self.complete_depth, 0)
 
         def step(_, node):
             go_left = x32[self._feature[node]] <= self._threshold[node]
@@ -301,15 +329,67 @@ class TreeEnsembleModel:
         probabilities or ``(n,)`` scalars (:meth:`raw_score_along` through the link)."""
         return jax.vmap(self.output_from_raw)(self.raw_score_along(x, feature, values, width, leaves))
 
-    def update_leaves(self, leaves: Array, x: Array, feature: Any) -> Array:
+    def update_leaves(self, leaves: Array, x: Array, feature: Any, width: int | None = None) -> Array:
         """The flat leaves ``(T,)`` of ``x`` ``(d,)`` given ``leaves``, those of a point that differs from ``x``
         in coordinate ``feature`` only: the trees that test ``feature`` are walked again, the others keep
-        their leaf. Equals ``leaves(x)``."""
+        their leaf. Equals ``leaves(x)``. ``width``: as :meth:`raw_score_along` (at least
+        ``feature_tree_counts[feature]``; None: all ``U``)."""
         x = self._check(x)
         x32 = jax.lax.stop_gradient(x).astype(jnp.float32)
         feature = jnp.asarray(feature, jnp.int32)
-        trees, _ = self._trees_testing(feature, None)
+        trees, _ = self._trees_testing(feature, width)
         return self.set_leaves(leaves, feature, self._walk(x32, feature, x32[feature], trees))
+
+    def scores_along_complete(self, x: Array, feature: Any, values: Array, raw: Array,
+                              width: int | None = None) -> Array:
+        """The raw scores ``(n, G)`` of :meth:`scores_along` (the same numbers up to the order of the sums)
+        without a walk: needs :attr:`complete_depth`. ``raw`` ``(G,)`` is ``x``'s raw score.
+
+        Along coordinate j, a leaf of a tree that tests j is reached iff the decisions on its path that test
+        other features go its way (they depend on ``x`` only) and those that test j do (they depend on the
+        value only). So with ``w[u, l]`` = leaf l's value if ``x``'s other decisions reach it, else 0 (dense
+        comparisons over the complete trees, :attr:`complete_feature`), and ``A[k, u, l]`` = whether value k's
+        decisions on j reach it (the same for every ``x``: under ``vmap`` over points it is computed once),
+        the trees' sum at value k is ``Σ_{u,l} w[u, l] · A[k, u, l]`` into each tree's raw-score column: one
+        matrix product, batched over points as one GEMM. No data-dependent gather per point and value.
+        """
+        if self.complete_depth is None:
+            raise ValueError(f"{self.estimator_name} is deeper than COMPLETE_MAX_DEPTH={COMPLETE_MAX_DEPTH}: use "
+                             "scores_along")
+        x = self._check(x)
+        x32 = jax.lax.stop_gradient(x).astype(jnp.float32)
+        values32 = jax.lax.stop_gradient(jnp.asarray(values)).astype(jnp.float32)
+        feature = jnp.asarray(feature, jnp.int32)
+        depth = self.complete_depth
+        trees, real = self._trees_testing(feature, width)
+        node_feature = self._complete_feature[trees]  # (U, P)
+        node_threshold = self._complete_threshold[trees]
+        tests = node_feature == feature
+        here = x32[node_feature] <= node_threshold  # (U, P): x's decisions (x_j's included)
+        other = _reach(here | tests, ~here | tests, depth)  # (U, L): through the nodes not testing j
+        along = values32[:, None, None] <= node_threshold[None]  # (n, U, P)
+        reach = _reach(along | ~tests, ~along | ~tests, depth)  # (n, U, L): through the nodes testing j
+        at_x = _reach(here | ~tests, ~here | ~tests, depth)  # (U, L): x's own position on j
+        table = self._complete_value_table(raw.dtype)[trees]  # (U, L, V)
+        weight = jnp.where((other & real[:, None])[..., None], table, 0.0)  # (U, L, V)
+        highest = jax.lax.Precision.HIGHEST  # exact float32 products with 0/1 on every backend (no TF32)
+        dtype = weight.dtype
+        if self.tree_group is None:  # every tree adds V = G values
+            after = jnp.einsum("ulv,nul->nv", weight, reach.astype(dtype), precision=highest)
+            before = jnp.einsum("ulv,ul->v", weight, at_x.astype(dtype), precision=highest)
+        else:  # tree u adds its one value to column tree_group[u]
+            onehot = jnp.asarray(self._onehot, dtype)[trees]  # (U, G)
+            columns = reach.astype(dtype)[..., None] * onehot[None, :, None, :]  # (n, U, L, G): not batched
+            after = jnp.einsum("ul,nulg->ng", weight[..., 0], columns, precision=highest)
+            before = jnp.einsum("ul,ul,ug->g", weight[..., 0], at_x.astype(dtype), onehot, precision=highest)
+        return raw - before + after
+
+    def _complete_value_table(self, dtype: Any) -> Array:
+        """:attr:`complete_values` ``(T, L, V)`` in ``dtype``."""
+        table = self._complete_values.get(np.dtype(dtype))
+        if table is None:
+            table = jnp.asarray(self.complete_values, np.dtype(dtype))
+        return table
 
     def _trees_testing(self, feature: Array, width: int | None) -> tuple[Array, Array]:
         """The trees that test ``feature``: ``(U,)`` indices (the first ``width``) and which are real (not padding)."""
@@ -319,7 +399,14 @@ class TreeEnsembleModel:
         return trees, jnp.arange(trees.shape[0]) < self._feature_tree_counts[feature]
 
     def _walk(self, x32: Array, feature: Array, value: Array, trees: Array) -> Array:
-        """Flat leaves ``(U,)`` that ``trees`` send ``x32`` to, with coordinate ``feature`` read as ``value``."""
+        """Flat leaves ``(U,)`` that ``trees`` send ``x32`` to, with coordinate ``feature`` read as ``value``
+        (complete trees: dense decisions and selects, :meth:`scores_along_complete`; else a walk)."""
+        if self.complete_depth is not None:
+            node_feature = self._complete_feature[trees]  # (U, P)
+            coordinate = jnp.where(node_feature == feature, value, x32[node_feature])
+            bits = coordinate <= self._complete_threshold[trees]
+            return _select_up(bits, self._complete_leaves[trees], self.complete_depth, 0)
+
         def step(_, node):
             tested = self._feature[node]
             coordinate = jnp.where(tested == feature, value, x32[tested])
@@ -384,6 +471,54 @@ def _feature_trees(feature: np.ndarray, left: np.ndarray, num_features: int) -> 
     slot = np.arange(rows.size) - np.concatenate([[0], np.cumsum(counts)[:-1]])[rows]
     table[rows, slot] = trees
     return table, counts
+
+
+def _select_up(bits: Array, leaves: Array, depth: int, trailing: int) -> Array:
+    """The leaf entry of complete trees of depth ``depth`` that the decisions ``bits`` ``(..., 2^D − 1)`` (True:
+    left; internal nodes in heap order) reach: ``leaves`` ``(..., 2^D, *rest)`` with ``trailing = len(rest)``
+    (shapes broadcast) → ``(..., *rest)``. Bottom-up: each level selects between sibling subtrees."""
+    for level in reversed(range(depth)):
+        chosen = bits[..., 2**level - 1:2**(level + 1) - 1]  # (..., 2^level)
+        chosen = chosen.reshape(chosen.shape + (1,) * trailing)
+        axis = leaves.ndim - 1 - trailing
+        left = jax.lax.slice_in_dim(leaves, 0, None, 2, axis)
+        right = jax.lax.slice_in_dim(leaves, 1, None, 2, axis)
+        leaves = jnp.where(chosen, left, right)
+    return jax.lax.index_in_dim(leaves, 0, leaves.ndim - 1 - trailing, keepdims=False)
+
+
+def _reach(left_ok: Array, right_ok: Array, depth: int) -> Array:
+    """Which leaves of complete trees are reached ``(..., 2^D)`` (bool) when internal node n (heap order) lets a
+    path through to its left child iff ``left_ok[..., n]`` and to its right child iff ``right_ok[..., n]``.
+    Top-down, one level at a time."""
+    reach = jnp.ones(left_ok.shape[:-1] + (1,), bool)
+    for level in range(depth):
+        nodes = slice(2**level - 1, 2**(level + 1) - 1)
+        reach = jnp.stack([reach & left_ok[..., nodes], reach & right_ok[..., nodes]], axis=-1)
+        reach = reach.reshape(reach.shape[:-2] + (2 ** (level + 1),))
+    return reach
+
+
+def _complete(feature: np.ndarray, threshold: np.ndarray, left: np.ndarray, right: np.ndarray, values: np.ndarray,
+              depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every tree as a complete binary tree of depth ``depth`` (see :attr:`TreeEnsembleModel.complete_depth`):
+    internal nodes' features and thresholds ``(T, 2^D − 1)``, leaf values ``(T, 2^D, V)`` and flat leaf indices
+    ``(T, 2^D)``. Level by level over all trees: a node that is a leaf in the original continues as itself on
+    both sides, testing ``x[0] <= +inf``."""
+    num_trees, max_nodes = feature.shape
+    rows = np.arange(num_trees)[:, None]
+    nodes = np.zeros((num_trees, 1), np.int64)
+    features, thresholds = [], []
+    for _ in range(depth):
+        is_leaf = left[rows, nodes] == nodes
+        features.append(np.where(is_leaf, 0, feature[rows, nodes]))
+        thresholds.append(np.where(is_leaf, np.float32(np.inf), threshold[rows, nodes]))
+        nodes = np.stack([left[rows, nodes], right[rows, nodes]], axis=-1).reshape(num_trees, -1)  # leaves loop
+    empty = np.zeros((num_trees, 0))
+    complete_feature = np.concatenate(features + [empty], axis=1).astype(np.int32)
+    complete_threshold = np.concatenate(thresholds + [empty], axis=1).astype(np.float32)
+    return (complete_feature, complete_threshold, values[rows, nodes],
+            (rows * max_nodes + nodes).astype(np.int32))
 
 
 def _pack(trees: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]):
