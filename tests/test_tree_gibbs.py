@@ -446,3 +446,13 @@ def test_targets_not_of_the_tree_form_are_refused_by_name_before_compiling(compi
         with pytest.raises(ValueError, match=f"^{argument}"):
             call()
     assert compile_counter.count == 0, "the bad input was only caught after compiling"
+
+
+def test_front_ends_without_tree_gibbs_say_where_it_runs():
+    """jaxprobe.sample and sweep run engine kernels only: asked for tree_gibbs they name the entry points that
+    have it, before anything compiles."""
+    with pytest.raises(ValueError, match="'tree_gibbs' is not an engine kernel: .* jaxprobe.generate, reconstruct"):
+        jaxprobe.sample(0, lambda x: -0.5 * jnp.sum(x**2), np.zeros((2, 3)), sampler="tree_gibbs", progress=False)
+    with pytest.raises(ValueError, match="'tree_gibbs' is not an engine kernel"):
+        jaxprobe.sweep(0, probes.Probe(lambda x: jnp.sum(x**2)), {"temperature": [1.0]}, num_chains=2,
+                       num_samples=2, dim=2, sampler="tree_gibbs", progress=False)

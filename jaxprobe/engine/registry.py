@@ -33,7 +33,9 @@ def known_samplers() -> tuple[str, ...]:
 def sampler_class(sampler: str) -> type:
     """The kernel class registered as ``sampler``; an unknown name raises ``ValueError`` listing the known ones."""
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}")
+        hint = ("; 'tree_gibbs' is not an engine kernel: it samples questions built from imported tree ensembles "
+                "through jaxprobe.generate, reconstruct and reconstruct_many" if sampler == "tree_gibbs" else "")
+        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}{hint}")
     return SAMPLERS[sampler]
 
 
