@@ -576,7 +576,7 @@ def _feature_groups(target: "TreeGibbsTarget", max_groups: int) -> tuple:
 
 def _check_ensembles(models: Sequence[Any], dim: int, what: str) -> tuple[tuple, list[int]]:
     """Distinct tree ensembles of ``models`` and each model's slot among them; ValueError naming ``what``."""
-    ensembles, slots = [], []
+    ensembles = []
     for model in models:
         ensemble = as_tree_ensemble(model)
         if ensemble is None:
@@ -588,14 +588,20 @@ def _check_ensembles(models: Sequence[Any], dim: int, what: str) -> tuple[tuple,
         if ensemble.num_features != dim:
             raise ValueError(f"{what}: {ensemble.estimator_name} takes {ensemble.num_features} features, the target "
                              f"has {dim}")
-        for slot, known in enumerate(ensembles):
-            if known is ensemble:
-                slots.append(slot)
-                break
-        else:
-            slots.append(len(ensembles))
-            ensembles.append(ensemble)
-    return tuple(ensembles), slots
+        ensembles.append(ensemble)
+    distinct, slots = _distinct_by_identity(ensembles)
+    return tuple(distinct), slots
+
+
+def _distinct_by_identity(items: Sequence[Any]) -> tuple[list, list[int]]:
+    """The distinct objects of ``items`` (by identity, in first-seen order) and each item's index among them."""
+    distinct, slots = [], []
+    for item in items:
+        slot = next((index for index, known in enumerate(distinct) if known is item), len(distinct))
+        if slot == len(distinct):
+            distinct.append(item)
+        slots.append(slot)
+    return distinct, slots
 
 
 def _check_temperature(temperature: Any) -> float:
@@ -663,15 +669,7 @@ def reconstruction_target(question: Any, classifiers: Sequence[Any], priors: Seq
     """
     ensembles, slots = _check_ensembles(classifiers, dim, "model")
     tau = _check_temperature(question.temperature)
-    distinct, prior_slots = [], []
-    for prior in priors:
-        for slot, known in enumerate(distinct):
-            if known is prior:
-                prior_slots.append(slot)
-                break
-        else:
-            prior_slots.append(len(distinct))
-            distinct.append(prior)
+    distinct, prior_slots = _distinct_by_identity(priors)
     table = prior_table(distinct, dim, "prior")
     bounded = np.isfinite(table.low) & np.isfinite(table.high)
     if np.any(table.flat & ~bounded.all(axis=1)):
@@ -1020,14 +1018,6 @@ def _spread(total: int, parts: int) -> np.ndarray:
     return (base + (np.arange(parts) < extra)).astype(np.int32)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_positions(target: TreeGibbsTarget, positions: Any) -> np.ndarray:
     positions = np.asarray(positions)
     shape = (target.num_blocks, target.dim)
@@ -1097,14 +1087,11 @@ def sample(
         sweeps per chain with a fallback update (a chain outside the support), ``sampler="tree_gibbs"``
         and the :class:`~jaxprobe.engine.verdict.Verdict`.
     """
-    from jaxprobe.engine.api import _Progress, canonicalize_key
+    from jaxprobe.engine.api import _Progress, canonicalize_key, check_settings
 
     rng_key = canonicalize_key(rng_key)
-    num_samples = _check_int("num_samples", num_samples, 1)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    thin = _check_int("thin", thin, 1)
-    if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
+    num_samples, num_warmup, thin, chunk_size, _ = check_settings(num_samples=num_samples, num_warmup=num_warmup,
+                                                                  thin=thin, chunk_size=chunk_size)
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
     check_policy(convergence)
