@@ -41,8 +41,11 @@ def _check_output_folder(out: str) -> None:
     existing = out
     while existing and not os.path.exists(existing):
         existing = os.path.dirname(existing)
-    if not os.access(existing or ".", os.W_OK | os.X_OK):
-        raise ConfigError(f"output {out}: {existing or '.'} is not writable")
+    try:  # a real write (removed at once): os.access says yes to root everywhere, even in /proc
+        with tempfile.TemporaryFile(dir=existing or "."):
+            pass
+    except OSError as error:
+        raise ConfigError(f"output {out}: {existing or '.'} is not writable ({error.strerror})") from None
 
 
 def _demo(arguments: argparse.Namespace) -> int:
@@ -72,10 +75,14 @@ def _load(arguments: argparse.Namespace, sweep: bool):
 
 
 def _validate(arguments: argparse.Namespace) -> int:
+    """Every check ``run`` / ``sweep`` make before sampling: the file, its meaning, the data and models of every
+    static grid combination, the output folder."""
     from jaxprobe.config import load_config
+    from jaxprobe.sweeps.from_config import check_config
 
-    text = open(arguments.config, "rb").read().decode("utf-8", "replace") if os.path.exists(arguments.config) else ""
-    config = load_config(arguments.config, sweep="[sweep" in text)
+    config = load_config(arguments.config, sweep=None)
+    _check_output_folder(arguments.out or config.sections["output"]["dir"])
+    check_config(config)
     cells = 1
     for values in config.grid.values():
         cells *= len(values)
@@ -128,7 +135,12 @@ def _sweep(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=True)
     out = arguments.out or config.sections["output"]["dir"]
     _check_output_folder(out)
-    result = sweep_config(config, out=out, progress=not arguments.quiet)
+    try:
+        result = sweep_config(config, out=out, progress=not arguments.quiet)
+    except KeyboardInterrupt:
+        print(f"jaxprobe sweep: interrupted; the finished cells are in {out}: run the same command again to "
+              "resume", file=sys.stderr)
+        raise
     failed = [row for row in result.rows if row["status"] == "error"]
     unconverged = [row for row in result.rows if row["status"] == "unconverged"]
     if config.sections["output"]["plots"]:
@@ -260,8 +272,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_sweep)
 
     validate = commands.add_parser("validate", help="check a configuration file without running it")
-    validate.add_argument("config")
-    validate.add_argument("--quiet", action="store_true")
+    validate.add_argument("config", help="TOML configuration file (a run, or a sweep with [sweep.grid])")
+    validate.add_argument("--out", help="the output directory run/sweep would be given (default: [output] dir)")
+    validate.add_argument("--quiet", action="store_true", help="no message when the file is valid")
     validate.set_defaults(handler=_validate)
 
     bench = commands.add_parser("bench", help="run the benchmarks in benchmarks/ and print their tables")

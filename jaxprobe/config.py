@@ -250,8 +250,9 @@ def _memory_bytes() -> float:
         return math.inf
 
 
-def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
-    """Read and validate a TOML file; ``sweep=True`` requires a ``[sweep.grid]`` table."""
+def load_config(path: str | os.PathLike, *, sweep: bool | None = False) -> Config:
+    """Read and validate a TOML file; ``sweep=True`` requires a ``[sweep.grid]`` table, ``False`` refuses one,
+    ``None`` takes the file as it is (a sweep when it has a ``[sweep]`` section)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file")
@@ -270,8 +271,9 @@ def load_config(path: str | os.PathLike, *, sweep: bool = False) -> Config:
     return parse_config(text, path=path, sweep=sweep)
 
 
-def parse_config(text: str, *, path: str | None = None, sweep: bool = False) -> Config:
-    """Validate the TOML ``text`` (see the module docstring); raises :class:`ConfigError`."""
+def parse_config(text: str, *, path: str | None = None, sweep: bool | None = False) -> Config:
+    """Validate the TOML ``text`` (see the module docstring; ``sweep`` as for :func:`load_config`); raises
+    :class:`ConfigError`."""
     where = path or "<config>"
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise ConfigError("reading configuration files needs Python >= 3.11 (tomllib) or `pip install tomli`")
@@ -280,6 +282,8 @@ def parse_config(text: str, *, path: str | None = None, sweep: bool = False) -> 
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{where}: not valid TOML: {error}") from None
     lines = _Lines(text)
+    if sweep is None:
+        sweep = "sweep" in document
 
     def fail(section: str | None, key: str | None, message: str) -> ConfigError:
         number = lines.find(section, key) if section else None
@@ -357,14 +361,14 @@ def _check_meaning(sections, grid, fail) -> None:
     """Checks across keys: data set names, models for each probe type, anchors, fixed features."""
     from jaxprobe import datasets
 
-    data = sections["data"]
-    if data["name"] not in datasets.available():
-        raise fail("data", "name", f"unknown data set {data['name']!r}; expected one of "
-                                   f"{', '.join(datasets.available())}")
-
     def values(dotted):  # every value a key takes in the run or the sweep
         section, key = dotted.split(".", 1)
         return grid.get(dotted, [sections.get(section, {}).get(key)])
+
+    for name in values("data.name"):  # a data.name axis names data sets too
+        if name not in datasets.available():
+            where = ("sweep.grid", "data.name") if "data.name" in grid else ("data", "name")
+            raise fail(*where, f"unknown data set {name!r}; expected one of {', '.join(datasets.available())}")
 
     for section in ("model", "compare"):
         if section not in sections:
@@ -414,18 +418,21 @@ def _check_meaning(sections, grid, fail) -> None:
         if kind in TREE_KINDS and any(make_kernel(s).uses_gradient for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
                                         "model, or sampler name = \"rwmh\"")
-    dataset = datasets.load(data["name"])
-    names = [feature.name for feature in dataset.features]
-    unknown = [name for name in sections["constraints"]["fixed"] if name not in names]
-    if unknown:
-        raise fail("constraints", "fixed", f"no feature(s) {unknown} in {data['name']!r}; its features are {names}")
+    widest = 0
+    for data_name in values("data.name"):
+        dataset = datasets.load(data_name)
+        widest = max(widest, dataset.x.shape[1])
+        names = [feature.name for feature in dataset.features]
+        unknown = [name for name in sections["constraints"]["fixed"] if name not in names]
+        if unknown:
+            raise fail("constraints", "fixed", f"no feature(s) {unknown} in {data_name!r}; its features are {names}")
     # Memory the kept draws take on the host (positions, float32): refuse what cannot fit, before sampling.
     for chains in values("sampler.num_chains"):
         for draws in values("sampler.num_samples"):
             if chains is None or draws is None:
                 continue
             # float32 positions and log density, kept on the host and written once more in original units
-            needed = 2 * 4.0 * chains * draws * (dataset.x.shape[1] + 1)
+            needed = 2 * 4.0 * chains * draws * (widest + 1)
             if needed > _memory_bytes():
                 raise fail("sampler", "num_chains", f"{chains} chains x {draws} draws need about {needed / 2**30:.3g} "
                                                     f"GiB for the draws alone, more than this machine's "

@@ -147,6 +147,22 @@ def _small(name, tmp_path, chains=32, samples=150, warmup=150, extra=None):
     return str(path)
 
 
+def _ctrl_c_in_chunk(monkeypatch, number):
+    """Make the engine's ``number``-th compiled chunk call raise KeyboardInterrupt (as Ctrl-C there would);
+    ``monkeypatch`` restores the engine's own."""
+    from jaxprobe.engine import api
+
+    original, calls = api._run_chunk, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == number:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_run_chunk", interrupted)
+
+
 def _run_example(name, out):
     """``jaxprobe run`` on an example exactly as shipped (its own sizes and sampler): it must end without a
     convergence warning, with a converged verdict in summary.json (--strict turns a failed verdict into exit 1)."""
@@ -328,29 +344,172 @@ def test_validate_catches_what_run_would_reject(tmp_path, capsys):
 def test_run_is_checkpointed_and_resumes_after_an_interruption(tmp_path, monkeypatch, capsys):
     """jaxprobe run checkpoints into its output folder by default: Ctrl-C exits 130 saying how to resume, the
     same command resumes and gives the uninterrupted run's draws, and nothing is left behind afterwards."""
-    from jaxprobe.engine import api
-
     config = _small("prediction_risky.toml", tmp_path, chains=16, samples=40, warmup=20,
                     extra={'name = "smc"': 'name = "mala"'})
     assert main(["run", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
-    original, calls = api._run_chunk, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(api, "_run_chunk", interrupted)
+    _ctrl_c_in_chunk(monkeypatch, 4)
     out = tmp_path / "resumed"
     assert main(["run", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
     assert "run the same command again to resume" in capsys.readouterr().err
     assert (out / "checkpoint.npz").exists()
-    monkeypatch.setattr(api, "_run_chunk", original)
+    monkeypatch.undo()
     assert main(["run", config, "--out", str(out)]) == EXIT_OK
-    assert f"resuming from {out / 'checkpoint.npz'}" in capsys.readouterr().out
+    assert f"found an unfinished run in {out / 'checkpoint.npz'}: resuming it" in capsys.readouterr().out
     whole = jaxprobe.Samples.load(tmp_path / "whole" / "samples.npz")
     resumed = jaxprobe.Samples.load(out / "samples.npz")
     np.testing.assert_array_equal(resumed.positions, whole.positions)
     assert sorted(p.name for p in out.iterdir()) == ["features.png", "samples.npz", "samples_original_units.npz",
                                                      "summary.json"]
+
+
+def test_validate_checks_what_run_and_sweep_check_before_sampling(tmp_path, capsys):
+    """validate takes the file as it is (run or sweep), fits/loads what run and sweep would, and checks the output
+    folder: each case passed validate before and failed in run or sweep (or gave a traceback)."""
+    base = open(os.path.join(EXAMPLES, "prediction_risky.toml")).read()
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    cases = {
+        "folder": (None, "is a folder, not a configuration file"),
+        "output_file": (base.replace('dir = "runs/prediction_risky"', f'dir = "{taken}"'),
+                        "exists and is not a folder"),
+        "output_unwritable": (base.replace('dir = "runs/prediction_risky"', 'dir = "/proc/jaxprobe/out"'),
+                              "is not writable"),
+        "grid_data_set": (base + '\n[sweep.grid]\n"data.name" = ["breast_cancer", "nope"]\n',
+                          "[sweep.grid] data.name: unknown data set 'nope'"),
+        "grid_class_index": (base.replace('type = "prediction_risky"', 'type = "fixed_label"\ntarget = 0') +
+                             '\n[sweep.grid]\n"data.name" = ["wine", "breast_cancer"]\n"probe.target" = [2]\n',
+                             "must be a class index in 0..1 for breast_cancer, got 2"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        if text is None:
+            path.mkdir()
+        else:
+            path.write_text(text)
+        command = "sweep" if "[sweep.grid]" in (text or "") else "run"
+        for argv in (["validate", str(path)], [command, str(path), "--quiet"]):
+            assert main(argv) == EXIT_USAGE, (name, argv)
+            assert message in capsys.readouterr().err, (name, argv)
+    # --out is checked as run would check it; a valid file passes and nothing is created.
+    config = os.path.join(EXAMPLES, "prediction_risky.toml")
+    assert main(["validate", config, "--out", str(taken)]) == EXIT_USAGE
+    assert main(["validate", config, "--out", str(tmp_path / "new" / "deeper")]) == EXIT_OK
+    assert not (tmp_path / "new").exists()
+
+
+def test_run_draws_a_step_level_progress_bar(tmp_path, capsys):
+    """jaxprobe run shows the sampler's steps (warmup, sampling, acceptance), not a sweep's '0/1 cell' bar."""
+    config = _small("prediction_risky.toml", tmp_path, chains=8, samples=20, warmup=20,
+                    extra={'name = "smc"': 'name = "mala"'})
+    assert main(["run", config, "--out", str(tmp_path / "out")]) == EXIT_OK
+    bar = capsys.readouterr().err
+    assert "mala x8" in bar and "40/40" in bar and "step/s" in bar and "sampling acc=" in bar
+    assert "cell/s" not in bar and "0/1" not in bar
+
+
+@pytest.mark.slow
+def test_run_refuses_a_checkpoint_of_another_question(tmp_path, capsys):
+    """An interrupted run's checkpoint is not resumed by a run of another question (here another temperature):
+    exit 2 saying what differs and what to do; the checkpoint is left as it was."""
+    config = _small("prediction_risky.toml", tmp_path, chains=8, samples=40, warmup=10,
+                    extra={'name = "smc"': 'name = "mala"'})
+    out = tmp_path / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        _ctrl_c_in_chunk(patch, 4)
+        assert main(["run", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
+    saved = sorted(p.name for p in (out / "checkpoint.npz.draws").iterdir())
+    other = tmp_path / "other.toml"
+    other.write_text(open(config).read().replace("temperature = 0.01", "temperature = 0.02"))
+    capsys.readouterr()
+    assert main(["run", str(other), "--out", str(out), "--quiet"]) == EXIT_USAGE
+    error = capsys.readouterr().err
+    assert "holds an unfinished run of another question (it differs in target)" in error and "--out" in error
+    assert sorted(p.name for p in (out / "checkpoint.npz.draws").iterdir()) == saved
+    assert not (out / "samples.npz").exists()
+
+
+@pytest.mark.slow
+def test_run_resumes_after_sigkill_and_leaves_no_temporary_files(tmp_path):
+    """A real kill -9 in the middle of sampling (a separate process): the same command resumes from the chunks
+    on disk, gives the uninterrupted run's draws bit for bit, and leaves only the results behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = _small("prediction_risky.toml", tmp_path, chains=64, samples=3000, warmup=50,
+                    extra={'name = "smc"': 'name = "mala"', "[output]": "[output]\nplots = false"})
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "jaxprobe.cli", "run", config, "--out", str(out), "--quiet"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = out / "checkpoint.npz.draws"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if folder.is_dir() and len(list(folder.glob("*.position.npy"))) >= 3:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed: make it longer"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / "samples.npz").exists() and (out / "checkpoint.npz").exists()
+    assert subprocess.run(command, timeout=600).returncode == EXIT_OK
+    assert main(["run", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
+    resumed = jaxprobe.Samples.load(out / "samples.npz")
+    whole = jaxprobe.Samples.load(tmp_path / "whole" / "samples.npz")
+    np.testing.assert_array_equal(resumed.positions, whole.positions)
+    assert sorted(p.name for p in out.iterdir()) == ["samples.npz", "samples_original_units.npz", "summary.json"]
+
+
+@pytest.mark.slow
+def test_cli_sweep_rerun_for_another_model_recomputes_its_cells(tmp_path, capsys):
+    """jaxprobe sweep into a folder whose cells answered another question (the model was refitted with other
+    options) recomputes them; the same configuration again reuses every cell."""
+    config = _small("sweep_temperature.toml", tmp_path, chains=8, samples=10, warmup=10)
+    text = open(config).read()
+    text = re.sub(r'^"probe.alpha" = \[.*\]$', '"probe.alpha" = [0.5]', text, flags=re.M)
+    text = re.sub(r'^"sampler.seed" = \[.*\]$', '"sampler.seed" = [0]', text, flags=re.M)
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == EXIT_OK
+    first = read_table(out / "results.csv")
+    assert 'kind = "logistic_regression"' in text
+    path.write_text(text.replace("[model]\n", "[model]\noptions = { C = 0.01 }\n"))  # a more regularized fit
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--out", str(out)]) == EXIT_OK
+    assert f"{len(first)} cells (0 failed), 1 compiled program(s)" in capsys.readouterr().out
+    second = read_table(out / "results.csv")
+    assert {r["cell"] for r in first}.isdisjoint({r["cell"] for r in second})
+    assert all(a["probe_mean"] != b["probe_mean"] for a, b in zip(first, second))
+    assert main(["sweep", str(path), "--out", str(out)]) == EXIT_OK
+    assert f"{len(first)} cells (0 failed), 0 compiled program(s)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cli_sweep_interrupted_says_how_to_resume_and_resumes(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in jaxprobe sweep: exit 130 naming the folder that holds the finished cells; the same command runs
+    only the cells that were not written, and the table is the uninterrupted sweep's: the cell written before the
+    interruption bit for bit, the others up to float32 rounding (they ran as a smaller batch, another program)."""
+    config = _small("sweep_temperature.toml", tmp_path, chains=8, samples=10, warmup=10,
+                    extra={"[0.25, 0.5, 0.75]": "[0.5]", '"sampler.seed" = [0, 1]': '"sampler.seed" = [0]'})
+    assert main(["sweep", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
+    whole = read_table(tmp_path / "whole" / "results.csv")
+    original, saves = jaxprobe.Samples.save, []
+
+    def interrupted_save(self, path):
+        saves.append(path)
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+        return original(self, path)
+
+    monkeypatch.setattr(jaxprobe.Samples, "save", interrupted_save)
+    out = tmp_path / "out"
+    assert main(["sweep", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
+    assert f"the finished cells are in {out}: run the same command again to resume" in capsys.readouterr().err
+    monkeypatch.setattr(jaxprobe.Samples, "save", original)
+    assert main(["sweep", config, "--out", str(out)]) == EXIT_OK
+    assert f"{len(whole)} cells (0 failed)" in capsys.readouterr().out
+    resumed = read_table(out / "results.csv")
+    assert [r["cell"] for r in resumed] == [r["cell"] for r in whole]
+    assert resumed[0]["probe_mean"] == whole[0]["probe_mean"]
+    np.testing.assert_allclose([r["probe_mean"] for r in resumed], [r["probe_mean"] for r in whole], rtol=1e-4)

@@ -55,7 +55,8 @@ def _question(config, prepared, cell=None):
     dataset, model = prepared.dataset, prepared.model
     probe_type = config.get("probe.type")
     if probe_type == "prediction_risky":
-        probe = probes.prediction_risky(lambda x: model.fn(x)[1], alpha=get("probe.alpha"), r=config.get("probe.r"))
+        output = (lambda x: model.fn(x)[1]) if prepared.task == "binary" else model.fn  # P(class 1), or all
+        probe = probes.prediction_risky(output, alpha=get("probe.alpha"), r=config.get("probe.r"))
     elif probe_type == "model_contrast":
         probe = probes.model_contrast(model.fn, prepared.compare.fn, loss=config.get("probe.loss"))
     elif probe_type == "parameter_sensitive":
@@ -172,3 +173,60 @@ def test_sweep_example_cells_are_the_python_answers(name, tmp_path):
         assert row["probe_mean"] == pytest.approx(float(np.mean(jax.vmap(
             _question(config, Prepared(config), cell)[0])(jnp.asarray(
                 expected.positions.reshape(-1, expected.positions.shape[-1]))))), rel=1e-4, abs=1e-6)
+
+
+_EVERY_STATIC_AXIS = """
+[data]
+name = "breast_cancer"
+
+[model]
+kind = "logistic_regression"
+
+[probe]
+type = "fixed_label"
+target = 1
+alpha = 0.5
+
+[prior]
+kind = "standard_normal"
+
+[sampler]
+name = "mala"
+num_chains = 8
+num_samples = 12
+num_warmup = 12
+temperature = 0.1
+
+[sweep.grid]
+"data.name" = ["breast_cancer", "wine"]
+"probe.type" = ["fixed_label", "prediction_risky"]
+"sampler.name" = ["mala", "rwmh"]
+"""
+
+
+@pytest.mark.slow
+def test_data_set_probe_type_and_sampler_axes_select_what_they_name(tmp_path):
+    """The string axes the examples do not have: each data.name, probe.type and sampler.name cell of jaxprobe sweep
+    is the Python generate of its own question (that data set's model, that probe, that sampler), bit for bit."""
+    path = tmp_path / "axes.toml"
+    path.write_text(_EVERY_STATIC_AXIS)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == EXIT_OK
+    rows = read_table(out / "results.csv")
+    assert len(rows) == 8
+    answers = set()
+    for row in rows:
+        text = _EVERY_STATIC_AXIS.split("[sweep.grid]")[0]
+        for section, key, column in (("data", "name", "data.name"), ("probe", "type", "probe.type"),
+                                     ("sampler", "name", "sampler")):
+            text = re.sub(rf"(\[{section}\][^\[]*?^{key} = )\S+", rf'\g<1>"{row[column]}"', text, flags=re.M | re.S)
+        single = tmp_path / "single.toml"
+        single.write_text(text)
+        config = load_config(str(single), sweep=False)
+        prepared = Prepared(config)
+        expected = _generate(config, prepared)
+        swept = jaxprobe.Samples.load(out / row["samples"])
+        assert swept.positions.shape[-1] == prepared.num_features and swept.sampler == row["sampler"]
+        np.testing.assert_array_equal(swept.positions, expected.positions, err_msg=str(row))
+        answers.add(float(swept.positions.mean()))
+    assert len(answers) == 8

@@ -396,3 +396,19 @@ def test_checkpoint_of_another_target_start_or_mass_matrix_is_refused(tmp_path):
         jaxprobe.sample(1, std_normal, _init(), inverse_mass_matrix=np.full(3, 2.0), **options)
     again = jaxprobe.sample(1, std_normal, _init(), **options)  # the same run: resumed (finished), not refused
     assert again.num_draws == 4
+    assert issubclass(jaxprobe.engine.CheckpointMismatchError, ValueError)
+
+
+def test_smc_checkpoint_of_another_reference_is_refused(tmp_path):
+    """SMC's chains start at particles tempered from the reference: the same target from another reference is
+    another run, refused; the same reference resumes."""
+    from jaxprobe.priors import DiagonalGaussian
+
+    path = tmp_path / "run.npz"
+    options = dict(sampler="smc", num_samples=4, num_warmup=4, progress=False, checkpoint=path, convergence="ignore")
+    jaxprobe.sample(1, std_normal, _init(), reference=DiagonalGaussian(np.zeros(3), np.ones(3)), **options)
+    with pytest.raises(jaxprobe.engine.CheckpointMismatchError, match=r"differs in reference\)") as error:
+        jaxprobe.sample(1, std_normal, _init(), reference=DiagonalGaussian(np.zeros(3), 2 * np.ones(3)), **options)
+    assert error.value.differing == ["reference"]
+    again = jaxprobe.sample(1, std_normal, _init(), reference=DiagonalGaussian(np.zeros(3), np.ones(3)), **options)
+    assert again.num_draws == 4

@@ -8,7 +8,7 @@ in one registry (:mod:`jaxprobe.engine.registry`: ``known_samplers``, ``make_ker
 batch-invariance and platform-specific speed device (:mod:`jaxprobe.engine.numerics`).
 """
 
-from jaxprobe.engine.api import canonicalize_key, chain_sharding, sample
+from jaxprobe.engine.api import CheckpointMismatchError, canonicalize_key, chain_sharding, sample
 from jaxprobe.engine.chees import ChEESAdaptation, chees_warmup
 from jaxprobe.engine.core import (
     EngineState,
@@ -35,6 +35,7 @@ from jaxprobe.engine.samples import Samples, Summary
 
 __all__ = [
     "sample",
+    "CheckpointMismatchError",
     "Samples",
     "Summary",
     "EngineState",

@@ -27,7 +27,17 @@ from jaxprobe.engine.verdict import assess, check_policy, report
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
 __all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
-           "make_kernel", "compiled_program_count"]
+           "make_kernel", "compiled_program_count", "CheckpointMismatchError"]
+
+
+class CheckpointMismatchError(ValueError):
+    """``sample(checkpoint=path)`` found a checkpoint of another run at ``path``: resuming it would mix two
+    runs' draws. ``differing`` names what differs (``"target"``, ``"initial_positions"``, ``"key"``, a setting)."""
+
+    def __init__(self, path: str, differing: list[str]):
+        self.path, self.differing = path, list(differing)
+        super().__init__(f"checkpoint {path!r} belongs to another run (differs in {', '.join(differing)}); "
+                         "pass the same arguments or another path")
 
 STEP_SIZE_MODES = ("per_chain", "shared")
 
@@ -732,7 +742,7 @@ def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any
     """What a checkpoint must agree on to be resumed (JSON-able): the settings, and what the run starts from
     and samples (its initial positions, inverse mass matrix and the target's values at fixed points)."""
     layout, dtype = run.layout, run.dtype
-    return {
+    identity = {
         "version": _CHECKPOINT_VERSION,
         "key": np.asarray(jax.random.key_data(rng_key)).tolist(),
         "sampler": run.sampler,
@@ -750,6 +760,9 @@ def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any
         "inverse_mass_matrix": None if run.inverse_mass_matrix is None else _fingerprint(run.inverse_mass_matrix),
         "target": _target_fingerprint(run.logdensity, layout.dim, dtype),
     }
+    if run.smc is not None:  # SMC chains start at particles tempered from the reference: another one, other draws
+        identity["reference"] = _target_fingerprint(run.smc_reference, layout.dim, dtype)
+    return identity
 
 
 def _fingerprint(array: Any) -> str:
@@ -884,8 +897,7 @@ def _load_checkpoint(path, run_id, template_state, sharding):
         saved_id = json.loads(str(data["header"]))
         if saved_id != run_id:
             differing = sorted(k for k in set(saved_id) | set(run_id) if saved_id.get(k) != run_id.get(k))
-            raise ValueError(f"checkpoint {path!r} belongs to another run (differs in {', '.join(differing)}); "
-                             "pass the same arguments or another path")
+            raise CheckpointMismatchError(path, differing)
         kernel_state = template_state.kernel_state._replace(**{
             name: _to_device(data[f"state.{name}"], sharding) for name in template_state.kernel_state._fields})
         parameters = {name: _to_device(data[f"param.{name}"], sharding) for name in template_state.parameters}

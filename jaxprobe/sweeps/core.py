@@ -34,7 +34,8 @@ from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import atomic_write
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
-from jaxprobe.engine.api import _to_host, canonicalize_key, chain_sharding, compiled_program_count, make_kernel
+from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize_key, chain_sharding,
+                                 compiled_program_count, make_kernel)
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
@@ -357,8 +358,8 @@ def sweep(
     build_probe: Callable[..., Any] | Probe,
     grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]],
     *,
-    num_chains: int,
-    num_samples: int,
+    num_chains: int | None = None,
+    num_samples: int | None = None,
     temperature: float | None = None,
     num_warmup: int = 500,
     sampler: str = "mala",
@@ -415,7 +416,8 @@ def sweep(
         ``{axis: value}`` cells.
     num_chains, num_samples, num_warmup, sampler, thin, step_size, step_size_mode, target_acceptance_rate,
     sampler_options
-        As for :func:`jaxprobe.sample`; each may also be a grid axis.
+        As for :func:`jaxprobe.sample`; each may also be a grid axis (``num_chains`` and ``num_samples``
+        are required, as keywords or as axes).
     temperature, seed
         Values for cells whose grid has no such axis (``temperature`` is then required).
     prior, constraints, dim
@@ -474,7 +476,9 @@ def sweep(
         if table.rows[index] is None:
             groups.setdefault(tuple((a.name, cell[a.name]) for a in plan.static_axes), []).append(index)
     pending = sum(len(v) for v in groups.values())
-    if progress and pending:
+    # A sweep with one cell left to run (``jaxprobe run`` is one) shows the run's own step-level bar (steps/s,
+    # acceptance, phase) instead of a cell bar that would sit at 0/1 for the whole run.
+    if progress and pending > 1:
         from tqdm.auto import tqdm
 
         table.bar = tqdm(total=pending, desc=f"sweep ({len(groups)} program{'s' * (len(groups) != 1)})",
@@ -483,12 +487,12 @@ def sweep(
     try:
         for group_number, (static_key, indices) in enumerate(groups.items()):
             if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
-                num_compilations += _run_single_cell(plan, table, dict(static_key), indices[0], group_number,
-                                                     progress and table.bar is None, checkpoint)
+                compiled_anew, seconds = _run_single_cell(plan, table, dict(static_key), indices[0], group_number,
+                                                          progress and table.bar is None, checkpoint)
             else:
                 compiled_anew, seconds = _run_group(plan, table, dict(static_key), indices, group_number)
-                num_compilations += compiled_anew
-                compile_total += seconds
+            num_compilations += compiled_anew
+            compile_total += seconds
     finally:
         if table.bar is not None:
             table.bar.close()
@@ -555,6 +559,9 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     if target_acceptance_rate is not None:
         check_number(target_acceptance_rate, "target_acceptance_rate", minimum=0.0, maximum=1.0,
                      exclusive_minimum=True, exclusive_maximum=True)
+    for name in ("num_chains", "num_samples"):
+        if name not in axis_names and defaults[name] is None:
+            raise TypeError(f"{name} is required: pass {name}=... or give a {name!r} grid axis")
     for name, minimum in (("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("thin", 1), ("seed", 0)):
         if name not in axis_names:
             check_int(defaults[name], name, minimum)
@@ -662,9 +669,10 @@ def _group_settings(plan: _SweepPlan, static_values: dict) -> tuple[dict, dict]:
 
 
 def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, index: int, group_number: int,
-                     progress: bool, checkpoint: Any) -> int:
-    """A group of one cell, run as :func:`jaxprobe.generate` runs it; returns 1 when it compiled a program.
-    A failure is recorded as the cell's row (the sweep goes on); a usage error is raised."""
+                     progress: bool, checkpoint: Any) -> tuple[int, float]:
+    """A group of one cell, run as :func:`jaxprobe.generate` runs it. Returns (1 if it compiled a program, the
+    seconds spent compiling). A failure is recorded as the cell's row (the sweep goes on); a usage error is
+    raised."""
     settings, probe_params = _group_settings(plan, static_values)
     tick = time.perf_counter()
     programs = compiled_program_count()
@@ -675,15 +683,17 @@ def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, 
             plan.ids[index], index, group_number, progress, checkpoint)
     except _SweepUsageError as error:
         raise ValueError(str(error)) from None
+    except CheckpointMismatchError:  # a usage error: the checkpoint passed belongs to another run
+        raise
     except Exception as error:  # noqa: BLE001 - recorded per cell, the sweep goes on
         table.fail([index], error, group_number)
-        return 0
+        return 0, 0.0
     compiled = int(compiled_program_count() > programs)
     row["seconds"] = time.perf_counter() - tick
     table.store(index, row, cell_samples)
     if table.bar is not None:
         table.bar.update(1)
-    return compiled
+    return compiled, row["compile_seconds"]
 
 
 def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indices: list[int],
@@ -994,16 +1004,38 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                         _resolve_dim(problem))
     key = jax.random.fold_in(rng_key, value("seed"))
     tick = time.perf_counter()
-    samples = answer(key, question, num_chains=settings["num_chains"], num_samples=settings["num_samples"],
-                     num_warmup=settings["num_warmup"], sampler=settings["sampler"], thin=settings["thin"],
-                     step_size=value("step_size") if settings["fixed_step_size"] else None,
-                     step_size_mode=settings["step_size_mode"],
-                     target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
-                     devices=devices, progress=progress, report="relaxed", convergence="ignore",
-                     checkpoint=checkpoint, numerics=settings["numerics"])
+    with _CompileTimer() as compiling:
+        samples = answer(key, question, num_chains=settings["num_chains"], num_samples=settings["num_samples"],
+                         num_warmup=settings["num_warmup"], sampler=settings["sampler"], thin=settings["thin"],
+                         step_size=value("step_size") if settings["fixed_step_size"] else None,
+                         step_size_mode=settings["step_size_mode"],
+                         target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
+                         devices=devices, progress=progress, report="relaxed", convergence="ignore",
+                         checkpoint=checkpoint, numerics=settings["numerics"])
     seconds = time.perf_counter() - tick
     probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
     one = {"positions": samples.positions[None], "probe": probe[None]}
     rhat, ess_bulk = _diagnostics(one, settings["num_samples"])
     report = question.restriction.report if question.restriction.is_relaxed else None
-    return _finished_row(cell, identifier, index, samples, probe, rhat[0], ess_bulk[0], seconds, 0.0, group, report)
+    return _finished_row(cell, identifier, index, samples, probe, rhat[0], ess_bulk[0], seconds, compiling.seconds,
+                         group, report)
+
+
+class _CompileTimer:
+    """Seconds JAX spends tracing, lowering and compiling programs while active (its ``jax.monitoring``
+    duration events): a single run compiles inside ``sample``, so its compile time is read from JAX itself."""
+
+    EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+              "/jax/core/compile/backend_compile_duration")
+
+    def __enter__(self) -> "_CompileTimer":
+        self.seconds = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+        return self
+
+    def _listen(self, event: str, duration: float, **_metadata) -> None:
+        if event in self.EVENTS:
+            self.seconds += duration
+
+    def __exit__(self, *exception) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._listen)

@@ -24,10 +24,11 @@ from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.config import TREE_KINDS, ConfigError, Config
+from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
 
-__all__ = ["Prepared", "build_problem", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
+__all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
 
 #: Config keys the sweep engine takes directly (the rest are probe parameters).
 ENGINE_KEYS = {"sampler.temperature": "temperature", "sampler.seed": "seed", "sampler.step_size": "step_size",
@@ -352,18 +353,10 @@ def _split_grid(config: Config) -> tuple[dict[str, list], list[str]]:
 def sweep_config(config: Config, *, out: str | None = None, progress: bool = True, keep_samples: bool = False
                  ) -> SweepResult:
     """Run the sweep a configuration describes (``jaxprobe sweep``); results in ``out`` (default ``[output] dir``)."""
+    check_config(config)  # every model fitted and every value checked before the first cell runs
     grid, static = _split_grid(config)
     if not grid:
         grid = {"temperature": [config.get("sampler.temperature")]}
-    engine_names = set(ENGINE_KEYS.values())
-    probe_axes = [name for name in grid if name not in engine_names]
-    # Fit every model and check every value before the first cell runs.
-    static_probe_axes = [name for name in probe_axes if name in static]
-    combos = {tuple((n, v) for n, v in zip(static_probe_axes, combo))
-              for combo in _product([grid[n] for n in static_probe_axes])}
-    for combo in combos:
-        cell_config = config.with_values(dict(combo))
-        _check_values(Prepared(cell_config), cell_config, config.grid)
 
     def build_probe(**params):
         static_values = {k: v for k, v in params.items() if k in static}
@@ -381,10 +374,19 @@ def sweep_config(config: Config, *, out: str | None = None, progress: bool = Tru
                  numerics=sampler.get("numerics"), **options)
 
 
-def _product(lists):
+def check_config(config: Config) -> None:
+    """Everything ``jaxprobe run`` / ``sweep`` check before sampling, beyond what :func:`load_config` checks
+    from the file alone: each static combination of the grid's probe axes (data set, model kind, probe type,
+    anchors with fixed features, ...) gets its data split and its models fitted or loaded (a saved network's
+    input width), and its class indices and anchor rows checked. Raises :class:`ConfigError`. ``jaxprobe
+    validate`` runs it too, so that it passes exactly the configurations run and sweep accept."""
     import itertools
 
-    return itertools.product(*lists)
+    grid, static = _split_grid(config)
+    static_probe_axes = [name for name in grid if name in static and name not in set(ENGINE_KEYS.values())]
+    for combo in itertools.product(*(grid[name] for name in static_probe_axes)):
+        cell_config = config.with_values(dict(zip(static_probe_axes, combo)))
+        _check_values(Prepared(cell_config), cell_config, config.grid)
 
 
 def run_config(config: Config, *, out: str | None = None, progress: bool = True) -> dict[str, Any]:
@@ -397,20 +399,26 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     """
     started = time.perf_counter()
     out = out or config.sections["output"]["dir"]
-    prepared = Prepared(config)
-    _check_values(prepared, config, {})
+    check_config(config)
+    prepared = Prepared(config)  # fitted once: Prepared caches the fitted models per process
     sampler = config.sections["sampler"]
     # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again
     # (one file per chunk of draws); the checkpoint is removed once the results are written.
     checkpoint = os.path.join(out, "checkpoint.npz")
     if os.path.exists(checkpoint) and progress:
-        print(f"resuming from {checkpoint}")
-    result = sweep(sampler["seed"], lambda: build_problem(prepared, config.sections, {}),
-                   {"temperature": [sampler["temperature"]]}, sampler=sampler["name"], step_size=sampler["step_size"],
-                   num_chains=sampler["num_chains"], num_samples=sampler["num_samples"],
-                   num_warmup=sampler["num_warmup"], thin=sampler["thin"], step_size_mode=sampler["step_size_mode"],
-                   sampler_options=sampler["options"] or None, progress=progress, seed=0, convergence="ignore",
-                   checkpoint=checkpoint, numerics=sampler.get("numerics"))
+        print(f"found an unfinished run in {checkpoint}: resuming it")
+    try:
+        result = sweep(sampler["seed"], lambda: build_problem(prepared, config.sections, {}),
+                       {"temperature": [sampler["temperature"]]}, sampler=sampler["name"],
+                       step_size=sampler["step_size"], num_chains=sampler["num_chains"],
+                       num_samples=sampler["num_samples"], num_warmup=sampler["num_warmup"], thin=sampler["thin"],
+                       step_size_mode=sampler["step_size_mode"], sampler_options=sampler["options"] or None,
+                       progress=progress, seed=0, convergence="ignore", checkpoint=checkpoint,
+                       numerics=sampler.get("numerics"))
+    except CheckpointMismatchError as error:  # never mixes two questions' draws; says what to do instead
+        raise ConfigError(f"{checkpoint} holds an unfinished run of another question (it differs in "
+                          f"{', '.join(error.differing)}): finish it with the configuration that started it, or "
+                          f"delete {checkpoint} and {checkpoint}.draws, or pass another --out") from None
     row = result.rows[0]
     if row["status"] not in FINISHED:
         raise RuntimeError(f"the run failed: {row['error']}")
