@@ -191,6 +191,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
 }
 
+#: Which probe types read each [probe] key (sweeps/from_config.build_problem).
+_PROBE_KEY_READERS = {"alpha": ("prediction_risky",), "r": ("prediction_risky",), "target": ("fixed_label",),
+                      "loss": ("fixed_label", "model_contrast", "parameter_sensitive"),
+                      "sigma": ("parameter_sensitive",), "num_draws": ("parameter_sensitive",)}
+
 _DEFAULT_LOSS = {"model_contrast": "cross_entropy", "parameter_sensitive": "cross_entropy",
                  "fixed_label": "cross_entropy"}
 
@@ -398,15 +403,30 @@ def _check_meaning(sections, grid, fail) -> None:
                 if kind is not None and kind not in ("logistic_regression", "mlp"):
                     raise fail("model", "kind", "parameter_sensitive needs a model with parameters θ: "
                                                 "logistic_regression, mlp or a saved network (path)")
+    # A grid axis over a key that none of its cells reads would give identical cells under different labels
+    # (what string axes did before they were applied): refused, naming who reads the key.
+    types = set(values("probe.type"))
+    for dotted in grid:
+        section, key = dotted.split(".", 1)
+        readers = _PROBE_KEY_READERS.get(key, ()) if section == "probe" else ()
+        if readers and not types & set(readers):
+            raise fail("sweep.grid", dotted, f"only {' and '.join(readers)} probes read {key}, and these cells are "
+                                             f"{', '.join(sorted(types))}: every cell would be the same")
+        if section == "compare" and "model_contrast" not in types:
+            raise fail("sweep.grid", dotted, "only model_contrast reads [compare]: every cell would be the same")
+        if section in ("model", "compare") and key in ("activation", "output") and not sections[section].get("path"):
+            raise fail("sweep.grid", dotted, f"{key} is read for a saved network (path = ...) only: every cell "
+                                             "would be the same")
     for probe_type in values("probe.type"):
         loss = probe.get("loss")
         if loss == "similarity" and probe_type in ("fixed_label",):
             raise fail("probe", "loss", "fixed_label takes loss cross_entropy or squared")
     if probe.get("loss") is None:
         probe["loss"] = _DEFAULT_LOSS.get(probe["type"], "cross_entropy")
-    if "sampler.options" in grid:
-        raise fail("sweep.grid", "sampler.options", "sampler options are not a grid axis: set them once in "
-                                                    "[sampler] options")
+    for dotted in ("sampler.options", "model.options", "compare.options", "data.options"):
+        if dotted in grid:  # tables are no grid values (cell ids, the results table): one sweep per table
+            raise fail("sweep.grid", dotted, f"options tables are not a grid axis: set them once in "
+                                             f"[{dotted.split('.')[0]}] options (one sweep per table)")
     if "sampler.numerics" in grid:
         raise fail("sweep.grid", "sampler.numerics", "numerics is not a grid axis: set it once in [sampler] numerics")
     for name in values("sampler.name"):  # each sampler's options, checked as sample() checks sampler_options

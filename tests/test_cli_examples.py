@@ -230,3 +230,97 @@ def test_data_set_probe_type_and_sampler_axes_select_what_they_name(tmp_path):
         np.testing.assert_array_equal(swept.positions, expected.positions, err_msg=str(row))
         answers.add(float(swept.positions.mean()))
     assert len(answers) == 8
+
+
+_ONE_AXIS_BASE = """
+[data]
+name = "breast_cancer"
+
+[model]
+kind = "{model_kind}"
+
+[compare]
+kind = "mlp"
+
+[probe]
+type = "{probe_type}"
+target = 1
+
+[localize]
+anchor = 0
+weight = 0.1
+
+[prior]
+kind = "standard_normal"
+
+[sampler]
+name = "mala"
+num_chains = 8
+num_samples = 12
+num_warmup = 12
+temperature = 0.1
+
+[sweep.grid]
+"{axis}" = {values}
+"""
+
+#: Every key a config accepts as a grid axis, with two values and the probe type / model kind that reads it; not
+#: here: saved-network keys (path, activation, output: test_cli.py).
+_EVERY_AXIS = [
+    ("data.name", '["breast_cancer", "wine"]', "fixed_label", "logistic_regression"),
+    ("data.test_fraction", "[0.25, 0.3]", "fixed_label", "logistic_regression"),
+    ("data.split_seed", "[0, 1]", "fixed_label", "logistic_regression"),
+    ("model.kind", '["logistic_regression", "mlp"]', "fixed_label", "logistic_regression"),
+    ("model.seed", "[0, 1]", "fixed_label", "mlp"),
+    ("compare.kind", '["mlp", "svm_rbf"]', "model_contrast", "logistic_regression"),
+    ("compare.seed", "[0, 1]", "model_contrast", "logistic_regression"),
+    ("probe.type", '["fixed_label", "prediction_risky"]', "fixed_label", "logistic_regression"),
+    ("probe.alpha", "[0.3, 0.7]", "prediction_risky", "logistic_regression"),
+    ("probe.r", "[2, 4]", "prediction_risky", "logistic_regression"),
+    ("probe.target", "[0, 1]", "fixed_label", "logistic_regression"),
+    ("probe.loss", '["cross_entropy", "squared"]', "fixed_label", "logistic_regression"),
+    ("probe.sigma", "[0.1, 1.0]", "parameter_sensitive", "logistic_regression"),
+    ("probe.num_draws", "[4, 8]", "parameter_sensitive", "logistic_regression"),
+    ("localize.anchor", "[0, 1]", "fixed_label", "logistic_regression"),
+    ("localize.weight", "[0.1, 1.0]", "fixed_label", "logistic_regression"),
+    ("localize.r", "[2, 4]", "fixed_label", "logistic_regression"),
+    ("constraints.fixed", '[[], ["mean radius"]]', "fixed_label", "logistic_regression"),
+    ("constraints.bounds", '["none", "data"]', "fixed_label", "logistic_regression"),
+    ("prior.kind", '["standard_normal", "none"]', "fixed_label", "logistic_regression"),
+    ("sampler.name", '["mala", "hmc"]', "fixed_label", "logistic_regression"),
+    ("sampler.num_chains", "[8, 10]", "fixed_label", "logistic_regression"),
+    ("sampler.num_samples", "[12, 14]", "fixed_label", "logistic_regression"),
+    ("sampler.num_warmup", "[12, 14]", "fixed_label", "logistic_regression"),
+    ("sampler.thin", "[1, 2]", "fixed_label", "logistic_regression"),
+    ("sampler.temperature", "[0.1, 1.0]", "fixed_label", "logistic_regression"),
+    ("sampler.seed", "[0, 1]", "fixed_label", "logistic_regression"),
+    ("sampler.step_size", "[0.05, 0.2]", "fixed_label", "logistic_regression"),
+    ("sampler.step_size_mode", '["per_chain", "shared"]', "fixed_label", "logistic_regression"),
+]
+
+
+@pytest.mark.slow
+def test_every_grid_axis_changes_what_is_computed(tmp_path):
+    """Each key a config accepts as a grid axis, swept over two values: the two cells carry their own values and
+    their draws differ (an axis that is not applied gives two identical cells under different labels, as model
+    kinds did). Axes that no cell reads are refused (tests/test_config.py)."""
+    from jaxprobe.config import SCHEMA
+
+    covered = {axis for axis, *_ in _EVERY_AXIS}
+    accepted = {f"{section}.{key}" for section, keys in SCHEMA.items() if section not in ("sweep", "output")
+                for key in keys if not key == "options"} - {"sampler.numerics", "model.path", "model.activation",
+                                                             "model.output", "compare.path", "compare.activation",
+                                                             "compare.output"}  # options, numerics: not axes
+    assert accepted <= covered, f"add these axes to _EVERY_AXIS: {sorted(accepted - covered)}"
+    for axis, values, probe_type, model_kind in _EVERY_AXIS:
+        path = tmp_path / f"{axis}.toml"
+        path.write_text(_ONE_AXIS_BASE.format(axis=axis, values=values, probe_type=probe_type,
+                                              model_kind=model_kind))
+        out = tmp_path / axis
+        assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == EXIT_OK, axis
+        rows = read_table(out / "results.csv")
+        assert len(rows) == 2 and all(row["status"] in ("ok", "unconverged") for row in rows), (axis, rows)
+        column = ENGINE_KEYS.get(axis, axis)
+        assert rows[0][column] != rows[1][column], axis
+        first, second = (jaxprobe.Samples.load(out / row["samples"]).positions for row in rows)
+        assert first.shape != second.shape or not np.array_equal(first, second), f"{axis}: identical cells"

@@ -97,6 +97,27 @@ def test_sweep_grid_is_validated():
         parse_config(grid('"probe.alpha" = [0.3]\n'))
 
 
+def test_grid_axes_that_no_cell_reads_are_refused():
+    """An axis over a key its cells never read would give identical cells under different labels (as string axes
+    did before they were applied): refused, naming who reads the key. BASE is a prediction_risky probe."""
+    grid = lambda body: BASE + "\n[sweep.grid]\n" + body  # noqa: E731
+    with pytest.raises(ConfigError, match=r"\[sweep.grid\] probe.target: only fixed_label probes read target, and "
+                                          r"these cells are prediction_risky"):
+        parse_config(grid('"probe.target" = [0, 1]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"probe.sigma: only parameter_sensitive probes read sigma"):
+        parse_config(grid('"probe.sigma" = [0.1, 1.0]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"\[sweep.grid\] compare.kind: only model_contrast reads \[compare\]"):
+        parse_config(grid('"compare.kind" = ["mlp", "svm_rbf"]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"model.activation: activation is read for a saved network"):
+        parse_config(grid('"model.activation" = ["relu", "tanh"]\n'), sweep=True)
+    with pytest.raises(ConfigError, match=r"model.options: options tables are not a grid axis"):
+        parse_config(grid('"model.options" = [{ C = 1.0 }, { C = 0.1 }]\n'), sweep=True)
+    # Read by some cells of the grid: accepted (alpha by the prediction_risky cells of a probe.type axis).
+    config = parse_config(grid('"probe.type" = ["prediction_risky", "fixed_label"]\n"probe.alpha" = [0.2, 0.8]\n'
+                               '"probe.target" = [1]\n'), sweep=True)
+    assert config.grid["probe.alpha"] == [0.2, 0.8]
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "nope.toml")
