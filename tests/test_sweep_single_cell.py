@@ -2,6 +2,8 @@
 which probes accept like the Python numbers they stand for (a weight used to fail: "multiplied by a real number,
 got ArrayImpl"), and the draws equal generate's with the Python number, bit for bit."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,8 +32,12 @@ def test_string_and_engine_static_axes_select_what_they_name():
     its own question with the sweep's documented key (fold_in(key, seed)), bit for bit; no two cells agree."""
     centres = {"left": jnp.array([-2.0, 0.0]), "right": jnp.array([2.0, 1.0])}
 
-    def build(model, scale):
+    @functools.lru_cache(maxsize=None)  # one Probe object per question: generate reuses the sweep's program
+    def probe_of(model, scale):
         return Probe(lambda x: jnp.sum((x - centres[model] * jnp.asarray(scale)) ** 2))
+
+    def build(model, scale):
+        return probe_of(model, tuple(scale))
 
     options = dict(temperature=1.0, num_samples=12, num_warmup=12, dim=2, progress=False, convergence="ignore")
     base = {"model": "left", "scale": [1.0, 1.0], "sampler": "mala", "num_chains": 4}
