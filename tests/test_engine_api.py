@@ -350,11 +350,9 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
     with pytest.raises(KeyboardInterrupt):
         jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
     monkeypatch.setattr(api, "_run_chunk", original)
-    with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file, one file per chunk
+    with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file (rows of the draws files)
         assert int(data["num_draws_saved"]) == 10
-    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == [
-        "000000000000.logdensity.npy", "000000000000.position.npy", "000000000005.logdensity.npy",
-        "000000000005.position.npy"]
+    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == ["logdensity.npy", "position.npy"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.draws"]  # no temporary files
     (tmp_path / ".run.npz.x1y2.partial").write_bytes(b"a write killed by SIGKILL")  # cleared on resume
 
@@ -369,6 +367,10 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
     monkeypatch.setattr(api, "_run_chunk", lambda *a, **k: pytest.fail("resampled a finished run"))
     again = jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs)
     np.testing.assert_array_equal(again.positions, reference.positions)
+    # Its arrays read the draws files copy-on-write: changing the result never changes the checkpoint.
+    again.positions[...] = 0.0
+    np.testing.assert_array_equal(jaxprobe.sample(11, std_normal, _init(), checkpoint=path, **kwargs).positions,
+                                  reference.positions)
 
 
 def test_checkpoint_of_another_run_is_refused(tmp_path):

@@ -403,7 +403,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     prepared = Prepared(config)  # fitted once: Prepared caches the fitted models per process
     sampler = config.sections["sampler"]
     # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again
-    # (one file per chunk of draws); the checkpoint is removed once the results are written.
+    # (the draws are filled into mapped files chunk by chunk); the checkpoint is removed once the results are written.
     checkpoint = os.path.join(out, "checkpoint.npz")
     if os.path.exists(checkpoint) and progress:
         print(f"found an unfinished run in {checkpoint}: resuming it")
