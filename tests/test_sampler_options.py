@@ -201,5 +201,6 @@ def test_a_grid_over_sampler_options_is_refused():
         [sweep.grid]
         "sampler.options" = [{ num_integration_steps = 4 }]
     """)
-    with pytest.raises(ConfigError, match="sampler options are not a grid axis"):
+    with pytest.raises(ConfigError, match=r"sampler.options: options tables are not a grid axis: set them once in "
+                                          r"\[sampler\] options"):
         parse_config(text, sweep=True)
