@@ -63,8 +63,8 @@ def _meta(extra_note: str = "") -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__,
-        "note": "the shared 2-core machine was loaded by other jobs (load average ~10-12) while this ran"
-                + extra_note,
+        # The load average as measured when the run ends (it was written here as a fixed "~10-12" before).
+        "note": "load average at the end " + ", ".join(f"{v:.1f}" for v in os.getloadavg()) + extra_note,
     }
 
 
@@ -216,8 +216,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
 
-    meta = _meta(", so absolute figures are inflated; times are measured side by side in one process, compile "
-                 "excluded, best of repeats: the ratios are the comparable numbers")
+    meta = _meta("; times are measured side by side in one process, compile excluded, best of repeats: on a "
+                 "shared machine the ratios are the comparable numbers")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     atomic_write(args.out + ".json", lambda f: f.write(json.dumps({"meta": meta, "rows": rows}, indent=2).encode()))
     lines = ["# Reconstruction throughput: callback vs pure JAX", "",
