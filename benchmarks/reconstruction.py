@@ -83,7 +83,7 @@ SWEEP_DATASETS = {
 
 def sweep_main(argv) -> None:
     from jaxprobe.plots.reconstruct import plot_reconstruction_correlations
-    from jaxprobe.reconstruct.sweep import KL_KEYS, run_sweep
+    from jaxprobe.reconstruct.sweep import run_sweep
 
     parser = argparse.ArgumentParser(description="the real-data reconstruction sweep")
     parser.add_argument("--datasets", nargs="*", default=list(SWEEP_DATASETS))
