@@ -48,6 +48,15 @@ def _check_output_folder(out: str) -> None:
         raise ConfigError(f"output {out}: {existing or '.'} is not writable ({error.strerror})") from None
 
 
+def _resumable(command: str, kept: str, work):
+    """``work()``; on Ctrl-C say what was kept and how to resume, then re-raise (``main`` exits 130)."""
+    try:
+        return work()
+    except KeyboardInterrupt:
+        print(f"jaxprobe {command}: interrupted; {kept}: run the same command again to resume", file=sys.stderr)
+        raise
+
+
 def _demo(arguments: argparse.Namespace) -> int:
     from jaxprobe.demo import run_demo
 
@@ -97,12 +106,8 @@ def _run(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=False)
     out = arguments.out or config.sections["output"]["dir"]
     _check_output_folder(out)
-    try:
-        summary = run_config(config, out=out, progress=not arguments.quiet)
-    except KeyboardInterrupt:
-        print(f"jaxprobe run: interrupted; the draws so far are in {out}/checkpoint.npz: run the same command "
-              "again to resume", file=sys.stderr)
-        raise
+    summary = _resumable("run", f"the draws so far are in {out}/checkpoint.npz",
+                         lambda: run_config(config, out=out, progress=not arguments.quiet))
     answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
     number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
     _say(arguments, f"{summary['probe']} on {summary['data']}: {summary['num_chains']} chains x "
@@ -135,12 +140,8 @@ def _sweep(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=True)
     out = arguments.out or config.sections["output"]["dir"]
     _check_output_folder(out)
-    try:
-        result = sweep_config(config, out=out, progress=not arguments.quiet)
-    except KeyboardInterrupt:
-        print(f"jaxprobe sweep: interrupted; the finished cells are in {out}: run the same command again to "
-              "resume", file=sys.stderr)
-        raise
+    result = _resumable("sweep", f"the finished cells are in {out}",
+                        lambda: sweep_config(config, out=out, progress=not arguments.quiet))
     failed = [row for row in result.rows if row["status"] == "error"]
     unconverged = [row for row in result.rows if row["status"] == "unconverged"]
     if config.sections["output"]["plots"]:
