@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import numbers
 from typing import Any, Callable
@@ -15,6 +14,7 @@ import numpy as np
 from jaxprobe.engine import Samples, sample
 from jaxprobe._inputs import as_float_array
 from jaxprobe.engine.api import canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
@@ -23,12 +23,12 @@ from jaxprobe.question import Question
 __all__ = ["generate", "answer"]
 
 
-@functools.partial(jax.jit, static_argnames=("question", "num_chains", "dtype"))
+@jit_bounded(static_argnames=("question", "num_chains", "dtype"))
 def _initial_positions(rng_key: Any, question: Question, num_chains: int, dtype: Any) -> jax.Array:
     return question.initial_positions(rng_key, num_chains, dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("question",))
+@jit_bounded(static_argnames=("question",))
 def _to_data_space(positions: Any, question: Question) -> Any:
     return jax.vmap(jax.vmap(question.to_data))(positions)
 

@@ -9,6 +9,19 @@ from blackjax import diagnostics
 # ChEES adaptation relies on implicit rank promotion internally.
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Each test module leaves no compiled programs behind for the next one in the same worker.
+
+    A test process compiles thousands of programs of distinct shapes (eager ops included, which JAX caches
+    up to 8192 entries); every XLA CPU executable holds tens of memory mappings, and past the kernel's limit
+    (vm.max_map_count, 65530) XLA's compiler crashes with a segmentation fault. jaxprobe bounds its own
+    programs (jaxprobe.engine.compiled); this bounds JAX's caches, which only a test process fills so fast.
+    """
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture
 def rng_key():
     return jax.random.key(20261122)

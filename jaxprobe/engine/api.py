@@ -9,7 +9,6 @@ import math
 import numbers
 import os
 import warnings
-from functools import partial
 from typing import Any
 
 import jax
@@ -20,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.engine import core
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.registry import known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.samples import Samples
@@ -252,39 +252,41 @@ def _to_host(array: jax.Array) -> np.ndarray:
     return np.asarray(array)
 
 
-# ------------------------------------------------------------------ compiled pieces (cached by static args)
+# ------------------------------------------------------------------ compiled pieces (cached by static args; the
+# programs of the DEFAULT_MAXSIZE most recent questions are kept, older ones freed: see engine/compiled.py)
 
 
-@partial(jax.jit, static_argnames=("kernel", "logdensity_fn"))
+@jit_bounded(static_argnames=("kernel", "logdensity_fn"))
 def _init(kernel, logdensity_fn, positions, parameters):
     return core.init(kernel, logdensity_fn, positions, parameters)
 
 
-@partial(jax.jit, static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"), donate_argnames=("trace",))
+@jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"), donate_argnames=("trace",))
 def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace=None):
     """One chunk of :func:`core.run`; a given ``trace`` (buffers to write the draws into) is donated."""
     return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace)
 
 
-@partial(jax.jit, static_argnames=("adaptation", "logdensity_fn"))
+@jit_bounded(static_argnames=("adaptation", "logdensity_fn"))
 def _adapt_init(adaptation, state, logdensity_fn):
     """``adaptation.init`` (any :class:`~jaxprobe.engine.protocols.Adaptation`)."""
     return adaptation.init(state, logdensity_fn)
 
 
-@partial(jax.jit, static_argnames=("adaptation", "logdensity_fn"))
+@jit_bounded(static_argnames=("adaptation", "logdensity_fn"))
 def _adapt_update(rng_key, adaptation_state, adaptation, logdensity_fn, schedule):
     """``adaptation.update`` on one chunk of its schedule (one program per chunk length)."""
     return adaptation.update(rng_key, adaptation_state, logdensity_fn, schedule)
 
 
-@partial(jax.jit, static_argnames=("adaptation",))
+@jit_bounded(static_argnames=("adaptation",))
 def _adapt_final(adaptation, adaptation_state):
     return adaptation.final(adaptation_state)
 
 
 def compiled_program_count() -> int:
-    """How many programs the engine's jitted pieces hold (grows by the programs a call compiled)."""
+    """How many programs the engine's jitted pieces have compiled in this process (grows by the programs a call
+    compiled; programs freed with an evicted question still count)."""
     return sum(getattr(function, "_cache_size", lambda: 0)()  # a wrapped (test-patched) piece counts 0
                for function in (_init, _run_chunk, _adapt_init, _adapt_update, _adapt_final))
 
@@ -778,7 +780,7 @@ def _fingerprint(array: Any) -> str:
     return digest.hexdigest()[:20]
 
 
-@partial(jax.jit, static_argnames=("logdensity_fn",))
+@jit_bounded(static_argnames=("logdensity_fn",))
 def _values_at(logdensity_fn, points):
     return jax.vmap(logdensity_fn)(points)
 

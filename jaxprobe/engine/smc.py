@@ -111,6 +111,7 @@ from blackjax.smc import resampling, solver
 from blackjax.smc.base import update_and_take_last
 from blackjax.smc.tuning import from_particles
 
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["SMCInfo", "SMCResult", "tempered_smc", "evidence_curve", "default_step_size", "KERNELS",
@@ -403,8 +404,8 @@ def tempered_smc(
         num_integration_steps=int(num_integration_steps))
 
 
-@partial(jax.jit, static_argnames=("reference_logdensity", "tilt", "kernel", "num_mcmc_steps", "max_stages",
-                                   "num_groups", "num_integration_steps"))
+@jit_bounded(static_argnames=("reference_logdensity", "tilt", "kernel", "num_mcmc_steps", "max_stages",
+                               "num_groups", "num_integration_steps"))
 def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array, initial_step_size: Array, *,
                            reference_logdensity: LogDensity, tilt: LogDensity, kernel: str, num_mcmc_steps: int,
                            max_stages: int, num_groups: int, num_integration_steps: int) -> SMCResult:

@@ -63,7 +63,6 @@ naming the argument, before anything compiles.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -74,6 +73,7 @@ from jax.scipy.special import log_ndtr, ndtri
 
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import assess, check_policy, report
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = [
@@ -973,13 +973,13 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
 # ------------------------------------------------------------------ all chains in one program
 
 
-@functools.partial(jax.jit, static_argnames=("target",))
+@jit_bounded(static_argnames=("target",))
 def _init(target, positions):
     """:func:`init` of every chain, ``positions`` ``(C, B, d)`` (compiled once per target)."""
     return jax.vmap(lambda position: init(target, position))(positions)
 
 
-@functools.partial(jax.jit, static_argnames=("target", "scan", "prior_moves"))
+@jit_bounded(static_argnames=("target", "scan", "prior_moves"))
 def _run(chain_keys, states, first_sweep, sweeps, target, scan, prior_moves):
     """One chunk for every chain: draw i comes after ``sweeps[i]`` (traced, ``(N,)``) more sweeps.
 

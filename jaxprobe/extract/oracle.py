@@ -19,7 +19,6 @@ results are replaced by zeros inside the oracle, so the caller cannot use them.
 from __future__ import annotations
 
 import numbers
-from functools import partial
 from typing import Any, Callable
 
 import jax
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._inputs import as_float_array
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array
 
 __all__ = ["Oracle"]
@@ -329,7 +329,7 @@ def _verify_differences(scores: Callable[[Array], Array], x: Array, values: Arra
     return jnp.abs(probe - predicted) <= 1e-10 * scale
 
 
-@partial(jax.jit, static_argnames=("oracle", "num_samples", "output"))
+@jit_bounded(static_argnames=("oracle", "num_samples", "output"))
 def _smoothgrad(oracle: Oracle, rng_key: Array, x: Array, num_samples: int, noise_std: float,
                 output: int | None) -> Array:
     keys = jax.random.split(rng_key, x.shape[0])
@@ -351,7 +351,7 @@ def _smoothgrad(oracle: Oracle, rng_key: Array, x: Array, num_samples: int, nois
     return jax.vmap(one)(keys, x)
 
 
-@partial(jax.jit, static_argnames=("oracle", "scheme", "output"))
+@jit_bounded(static_argnames=("oracle", "scheme", "output"))
 def _finite_difference(oracle: Oracle, x: Array, step: float, scheme: str, output: int | None) -> Array:
     def one(row):
         scores = oracle._scores(row)

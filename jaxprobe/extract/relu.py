@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from functools import partial
 from typing import Any
 
 import jax
@@ -58,6 +57,7 @@ import numpy as np
 
 from jaxprobe._inputs import as_float_array
 from jaxprobe.engine.api import canonicalize_key
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.extract.oracle import Oracle
 from jaxprobe.types import Array
 
@@ -130,7 +130,7 @@ def _sweep_points(num_points: int) -> np.ndarray:
     return np.concatenate([-tail[::-1], t, tail])
 
 
-@partial(jax.jit, static_argnames=("oracle", "max_iterations", "finite_difference_step"))
+@jit_bounded(static_argnames=("oracle", "max_iterations", "finite_difference_step"))
 def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_used, gradient_scale,
              gradient_tolerance, value_tolerance, probe, min_width, *, max_iterations: int,
              finite_difference_step: float | None):
@@ -293,7 +293,7 @@ def _fold(normals: np.ndarray, linear: np.ndarray, is_exact) -> np.ndarray:
     return np.asarray(_fold_normal(normals, linear))
 
 
-@partial(jax.jit, static_argnames=("oracle", "finite_difference_step"))
+@jit_bounded(static_argnames=("oracle", "finite_difference_step"))
 def _sweep_differences(oracle: Oracle, x, finite_difference_step: float):
     """Values, checked forward-difference gradients and their trust flags at every sweep point."""
     return oracle._masked_values_and_gradients(x, jnp.ones(x.shape[0], bool), finite_difference_step)

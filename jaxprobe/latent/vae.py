@@ -19,7 +19,6 @@ jitted ``lax.scan``; mini-batches are drawn without replacement within each epoc
 from __future__ import annotations
 
 import dataclasses
-import functools
 import numbers
 import os
 from typing import Any, Callable, Sequence
@@ -33,6 +32,7 @@ import optax
 
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import canonicalize_key
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["VAE", "VAEConfig", "Encoder", "Decoder", "ConvTranspose2x", "negative_elbo", "gaussian_kl", "train_vae", "save_vae",
@@ -307,7 +307,7 @@ def train_vae(
     return VAE(config, jax.device_get(params)), np.asarray(losses)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+@jit_bounded(static_argnames=("config", "num_steps", "batch_size", "learning_rate"))
 def _train(rng_key, images, config, num_steps, batch_size, learning_rate):
     key_init, key_batches, key_noise = jax.random.split(rng_key, 3)
     params = _init_params(key_init, config)

@@ -36,6 +36,7 @@ from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
 from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize_key, chain_sharding,
                                  compiled_program_count, make_kernel)
+from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
@@ -773,8 +774,7 @@ class _ByIdentity:
 _FINGERPRINT_POINTS = 8
 
 
-@functools.partial(jax.jit, static_argnames=("build_probe", "probe_params", "axis_kinds", "prior", "constraints",
-                                             "dim", "dtype"))
+@jit_bounded(static_argnames=("build_probe", "probe_params", "axis_kinds", "prior", "constraints", "dim", "dtype"))
 def _logdensity_at_fixed_points(temperatures, values, *, build_probe, probe_params, axis_kinds, prior, constraints,
                                 dim, dtype):
     """Each cell's question's log density at the same fixed unconstrained points: ``(cells, points)``."""

@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 import jax
@@ -165,14 +166,19 @@ def _dense_from_sklearn(estimator) -> tuple[list[dict[str, np.ndarray]], str, st
     return None
 
 
-_CACHE: dict[str, Any] = {}
+_CACHE: OrderedDict[str, Any] = OrderedDict()
+_CACHE_SIZE = 64  # data sets, splits and fitted models of recent configurations (a long-lived process keeps no more)
 
 
 def _cached(key: Any, make):
     text = json.dumps(key, sort_keys=True, default=str)
-    if text not in _CACHE:
-        _CACHE[text] = make()
-    return _CACHE[text]
+    if text in _CACHE:
+        _CACHE.move_to_end(text)
+        return _CACHE[text]
+    value = _CACHE[text] = make()
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return value
 
 
 # ------------------------------------------------------------------ data and models of one configuration
