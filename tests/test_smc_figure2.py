@@ -27,6 +27,8 @@ from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
 from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
 
+pytestmark = pytest.mark.slow  # ~1 min (a 1024-particle SMC run and a 300² quadrature): CI's slow pass runs it
+
 BOX = 1.5
 TEMPERATURE = 0.1
 QUADRATURE = 300  # midpoint rule, QUADRATURE² points over the box

@@ -344,9 +344,13 @@ def _importance_means(model, prior, num_classes, count=400_000):
     return means, errors
 
 
-@pytest.mark.parametrize("kind, data", [("decision_tree", "iris"), ("random_forest", "iris"),
-                                        ("gradient_boosting", "breast_cancer"), ("gradient_boosting", "iris"),
-                                        ("xgboost", "breast_cancer"), ("xgboost", "iris")])
+_SLOW = pytest.mark.slow  # the default run keeps one sklearn and one XGBoost ensemble (CI runs all six)
+
+
+@pytest.mark.parametrize("kind, data", [("decision_tree", "iris"), pytest.param("random_forest", "iris", marks=_SLOW),
+                                        pytest.param("gradient_boosting", "breast_cancer", marks=_SLOW),
+                                        ("gradient_boosting", "iris"),
+                                        ("xgboost", "breast_cancer"), pytest.param("xgboost", "iris", marks=_SLOW)])
 def test_reconstruct_with_sklearn_and_xgboost_ensembles_matches_importance_sampling(kind, data):
     """Decision tree, random forest, gradient boosting (binary and multi-class) and XGBoost (binary and
     multi-class) through ``reconstruct``: each class's mean within 4 MC errors (ESS) of importance sampling."""
