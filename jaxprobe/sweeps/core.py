@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import hashlib
 import io
 import json
@@ -981,9 +980,10 @@ def _finished_row(cell, identifier, index, samples, probe, rhat, ess_bulk, secon
     return row, samples
 
 
-@functools.lru_cache(maxsize=16)
-def _probe_values_program(probe_fn):
-    return jax.jit(jax.vmap(jax.vmap(probe_fn)))
+@jit_bounded(static_argnames=("probe_fn",))
+def _probe_values(positions, probe_fn):
+    """G(x) at every draw, ``positions`` ``(C, N, d)`` → ``(C, N)``."""
+    return jax.vmap(jax.vmap(probe_fn))(positions)
 
 
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
@@ -1013,7 +1013,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                          devices=devices, progress=progress, report="relaxed", convergence="ignore",
                          checkpoint=checkpoint, numerics=settings["numerics"])
     seconds = time.perf_counter() - tick
-    probe = np.asarray(_probe_values_program(question.probe.fn)(jnp.asarray(samples.positions)))
+    probe = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
     one = {"positions": samples.positions[None], "probe": probe[None]}
     rhat, ess_bulk = _diagnostics(one, settings["num_samples"])
     report = question.restriction.report if question.restriction.is_relaxed else None
