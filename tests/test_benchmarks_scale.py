@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -29,6 +31,7 @@ def _positive(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
+@pytest.mark.slow  # ~15 s of subprocess benchmark (CI's slow pass runs it)
 def test_gpu_benchmark_tiny_mode_records_every_field(tmp_path):
     result = _run("gpu.py", ["--cpu-tiny"], tmp_path, timeout=300)
     assert result["tiny"] is True

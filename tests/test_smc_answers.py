@@ -73,6 +73,7 @@ def test_mcmc_from_the_prior_is_flagged_on_the_same_question(sampler):
     assert abs(share - shares[0]) > 0.1  # the starting points' proportions, not the target's
 
 
+@pytest.mark.slow  # ~30 s: three front ends' SMC runs (CI's slow pass runs it)
 def test_smc_through_sample_generate_and_sweep_is_one_answer():
     """The same question and key through generate and a one-cell sweep: bit-identical; a batched sweep cell
     (vmapped SMC) gives the same log Z up to float32 rounding; sample() with reference= works on its own."""

@@ -25,6 +25,8 @@ from jaxprobe.engine import tree_gibbs
 from jaxprobe.models.trees import TreeEnsembleModel
 from jaxprobe.question import Question
 
+_SLOW = pytest.mark.slow  # cases the default run leaves to the slow pass (CI runs both)
+
 KEY = jax.random.key(20261124)
 
 
@@ -220,7 +222,7 @@ def _grid_posterior(model, prior, tau, half_width=8.0, points=1201):
     return weight, grid, mean, (weight[:, None] * centered).T @ centered
 
 
-@pytest.mark.parametrize("scan, prior_moves", [("systematic", ()), ("random", None)])
+@pytest.mark.parametrize("scan, prior_moves", [pytest.param("systematic", (), marks=_SLOW), ("random", None)])
 def test_interaction_tree_with_correlated_prior_matches_quadrature(scan, prior_moves):
     """A depth-2 tree over both features, full-covariance Gaussian prior: the 1-D conditionals come from the
     precision matrix; cell masses, means and covariance against a 1201² grid. Pure Gibbs sweeps, and random
@@ -342,9 +344,6 @@ def _importance_means(model, prior, num_classes, count=400_000):
     # Importance-sampling standard error of each mean (self-normalized estimator).
     errors = np.sqrt(np.einsum("nk,nkd->kd", weights**2, (draws[:, None, :] - means[None]) ** 2))
     return means, errors
-
-
-_SLOW = pytest.mark.slow  # the default run keeps one sklearn and one XGBoost ensemble (CI runs all six)
 
 
 @pytest.mark.parametrize("kind, data", [("decision_tree", "iris"), pytest.param("random_forest", "iris", marks=_SLOW),
