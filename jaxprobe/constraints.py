@@ -31,6 +31,11 @@ check the probe on the reported points when it matters (the examples do).
 Combine by passing a list: ``[Box(low, high), Fixed([2, 5], [1.0, 0.0]), OneHot([6, 7, 8])]``;
 several ``Box`` constraints intersect, a fixed value must lie inside its bounds.
 :func:`from_dataset` builds the list for a :class:`jaxprobe.datasets.Dataset`.
+
+Constraints are values: two constraints of the same class with equal fields (arrays compared by dtype,
+shape and content) are equal and hash alike, and so are two :class:`Restriction` objects that are the same
+bijection and report the same way, so a question asked again with ``constraints=[Box(-3, 3)]`` written
+inline reuses its compiled programs. (Do not change an array after passing it to a constraint.)
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._inputs import as_float_array
+from jaxprobe._values import ValueObject, value_key
 from jaxprobe.types import Array
 
 __all__ = ["Box", "Fixed", "OneHot", "Integer", "Restriction", "restriction", "from_dataset", "ConstraintList",
@@ -64,7 +70,7 @@ BOUND_TOLERANCE = 1e-6
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Box:
+class Box(ValueObject):
     """Bounds ``low <= x <= high`` per feature (scalars broadcast; ±inf for one-sided or none).
 
     ``low`` / ``high``: scalars or ``(d,)`` values (arrays, lists, pandas Series such as
@@ -79,7 +85,7 @@ class Box:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Fixed:
+class Fixed(ValueObject):
     """Immutable features: ``x[indices] = values`` in every sample."""
 
     indices: Any
@@ -87,7 +93,7 @@ class Fixed:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class OneHot:
+class OneHot(ValueObject):
     """A categorical feature's one-hot group: ``columns`` (K >= 2), relaxed to the simplex.
 
     ``concentration``: α > 0, a scalar or ``(K,)``; the relaxed point gets the
@@ -100,7 +106,7 @@ class OneHot:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Integer:
+class Integer(ValueObject):
     """Integer features, sampled continuously and reported rounded.
 
     For standardized columns give the standardization (``x_std = (x − mean)/scale``):
@@ -277,6 +283,25 @@ class Restriction:
         return (self.dim, self.low.tobytes(), self.high.tobytes(), self.is_fixed.tobytes(),
                 self.fixed_values.tobytes(), tuple(g.tobytes() for g in self.groups),
                 tuple(a.tobytes() for a in self._concentrations))
+
+    def _full_key(self) -> tuple:
+        """:attr:`key` plus what :meth:`report` reads (the Integer features), computed once."""
+        key = self.__dict__.get("_cached_full_key")
+        if key is None:
+            key = self.key + (self.integer_indices.tobytes(), self._integer_mean.tobytes(),
+                              self._integer_scale.tobytes())
+            self._cached_full_key = key
+        return key
+
+    def __eq__(self, other: Any) -> bool:
+        """Equal restrictions are the same bijection and report the same way (by value, not identity)."""
+        return other is self or (isinstance(other, Restriction) and self._full_key() == other._full_key())
+
+    def __hash__(self) -> int:
+        return hash(self._full_key())
+
+    def _value_key(self) -> tuple:
+        return ("Restriction", self._full_key())
 
     @property
     def is_identity(self) -> bool:
@@ -464,6 +489,10 @@ class ConstraintList(list):
 
     def __radd__(self, other: Any) -> "ConstraintList":
         return ConstraintList(list(other) + list(self), self.dim)
+
+    def _value_key(self) -> tuple:
+        """Its :func:`jaxprobe._values.value_key`: the constraints' keys and ``dim`` (a list stays unhashable)."""
+        return (ConstraintList, tuple(value_key(item) for item in self), value_key(self.dim))
 
 
 def restriction(constraints: Any, dim: int) -> Restriction:

@@ -3,7 +3,11 @@
 Each prior is a frozen dataclass, callable as ``prior(x) -> scalar log density``
 (normalized), with ``prior.sample(rng_key, num_chains)`` to draw initial positions.
 Parameters (means, scales, covariances, bounds) may be NumPy arrays, pandas Series/DataFrames
-or nested lists; they are kept in float64 and cast to the positions' dtype when evaluated.
+or nested lists; they are kept in float64 (read-only copies) and cast to the positions' dtype when evaluated.
+
+Priors are values: two priors of the same class with equal parameters (arrays compared by dtype, shape
+and content) are equal and hash alike (:class:`jaxprobe._values.ValueObject`), so a question asked again
+with ``prior=DiagonalGaussian(mean, sd)`` written inline reuses its compiled programs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._inputs import as_float_array
+from jaxprobe._values import ValueObject, frozen_array
 from jaxprobe.types import Array, ArrayTree, PRNGKey
 
 __all__ = ["StandardNormal", "DiagonalGaussian", "Gaussian", "UniformBox", "NoPrior", "standard_normal",
@@ -30,8 +35,8 @@ def _as_float_array(name: str, value: Any, ndim: int | None = None) -> np.ndarra
     return as_float_array(value, name, ndim=ndim)
 
 
-@dataclasses.dataclass(frozen=True)
-class StandardNormal:
+@dataclasses.dataclass(frozen=True, eq=False)
+class StandardNormal(ValueObject):
     """N(0, I) on every coordinate of a position (array or pytree): log p = −½|x|² − (D/2) log 2π.
 
     ``event_shape`` is only needed by :meth:`sample`.
@@ -54,7 +59,7 @@ class StandardNormal:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DiagonalGaussian:
+class DiagonalGaussian(ValueObject):
     """N(mean, diag(scale²)), ``mean`` and ``scale`` of shape ``(D,)`` (scale > 0)."""
 
     mean: Any
@@ -68,8 +73,9 @@ class DiagonalGaussian:
             raise ValueError(f"scale must be a scalar or have the shape of mean {mean.shape}, got {scale.shape}")
         if np.any(scale <= 0):
             raise ValueError("scale must be > 0 in every coordinate")
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "scale", scale)
+        object.__setattr__(self, "mean", frozen_array(mean))
+        object.__setattr__(self, "scale", frozen_array(scale))
+        self._freeze_key()
 
     def __call__(self, x: Array) -> Array:
         z = (x - self.mean.astype(x.dtype)) / self.scale.astype(x.dtype)
@@ -81,7 +87,7 @@ class DiagonalGaussian:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Gaussian:
+class Gaussian(ValueObject):
     """N(mean, covariance) with a full ``(D, D)`` symmetric positive-definite covariance."""
 
     mean: Any
@@ -98,13 +104,14 @@ class Gaussian:
             cholesky = np.linalg.cholesky(covariance)
         except np.linalg.LinAlgError:
             raise ValueError("covariance must be positive definite") from None
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "covariance", covariance)
+        object.__setattr__(self, "mean", frozen_array(mean))
+        object.__setattr__(self, "covariance", frozen_array(covariance))
         object.__setattr__(self, "_cholesky", cholesky)
         # L⁻¹, computed once on the host in float64: the log density is then one matvec. Inside a
         # vmapped, scanned sampler XLA:CPU runs a batched triangular solve ~50× slower than the matmul.
         object.__setattr__(self, "_inverse_cholesky", np.linalg.inv(cholesky))
         object.__setattr__(self, "_log_det", 2.0 * float(np.sum(np.log(np.diag(cholesky)))))
+        self._freeze_key()  # by mean and covariance: the rest is derived from them
 
     def __call__(self, x: Array) -> Array:
         z = jnp.asarray(self._inverse_cholesky, x.dtype) @ (x - self.mean.astype(x.dtype))
@@ -116,7 +123,7 @@ class Gaussian:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class UniformBox:
+class UniformBox(ValueObject):
     """Uniform on the box ``low <= x <= high`` (log density −inf outside).
 
     Gradient samplers see a flat density with a hard wall here: proposals outside
@@ -134,8 +141,9 @@ class UniformBox:
         low, high = np.broadcast_arrays(low, high)
         if np.any(high <= low):
             raise ValueError("uniform box needs low < high in every coordinate")
-        object.__setattr__(self, "low", np.array(low))
-        object.__setattr__(self, "high", np.array(high))
+        object.__setattr__(self, "low", frozen_array(low))
+        object.__setattr__(self, "high", frozen_array(high))
+        self._freeze_key()
 
     def __call__(self, x: Array) -> Array:
         low, high = self.low.astype(x.dtype), self.high.astype(x.dtype)
@@ -148,8 +156,8 @@ class UniformBox:
         return jnp.asarray(self.low, dtype) + uniform * jnp.asarray(self.high - self.low, dtype)
 
 
-@dataclasses.dataclass(frozen=True)
-class NoPrior:
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoPrior(ValueObject):
     """The flat (improper) prior: log p = 0. The target must then be normalizable by itself."""
 
     def __call__(self, x: ArrayTree) -> Array:

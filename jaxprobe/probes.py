@@ -15,6 +15,12 @@ Output conventions
   the reference believes in. For K = 2 this is exactly the paper's ``1 − ŷ``.
 - Cross-entropies take ``log(max(p, 1e-12))`` so that a probability of exactly 0
   (a tree ensemble, a saturated sigmoid) gives a large finite loss, not inf.
+
+Probes are values: the probes below (and their sums and multiples) are equal when built by the same
+constructor from the same model objects (compared by identity: a model is the user's own object) and
+equal numeric arguments (arrays by dtype, shape and content; a traced argument only to itself). Their
+``fn`` is then an equal :class:`jaxprobe._values.Keyed` function, so a question asked again with a probe
+written inline reuses its compiled programs. ``Probe(fn)`` of your own function is equal for the same ``fn``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._inputs import as_float_array, check_int, check_number
+from jaxprobe._values import Keyed, frozen_array, tree_key, value_key
 from jaxprobe.types import Array
 
 __all__ = [
@@ -82,6 +89,16 @@ class Probe:
     def __call__(self, x: Array) -> Array:
         return self.fn(x)
 
+    def _value_key(self) -> tuple:
+        return ("Probe", value_key(self.fn), self.name, self.dim)
+
+    def __eq__(self, other: Any) -> bool:
+        """Equal probes compute the same G (equal ``fn``: see the module notes), with the same name and d."""
+        return other is self or (isinstance(other, Probe) and self._value_key() == other._value_key())
+
+    def __hash__(self) -> int:
+        return hash(self._value_key())
+
     def __add__(self, other: Any) -> "Probe":
         other = as_probe(other, "the right operand of +")
         models = head = None
@@ -90,8 +107,9 @@ class Probe:
             models = self.models + other.models
             head = lambda *outputs: self.head(*outputs[:split]) + other.head(*outputs[split:])  # noqa: E731
         dim = _same_dim(self.dim, other.dim, f"{self.name} + {other.name}")
-        return Probe(lambda x: self.fn(x) + other.fn(x), f"({self.name} + {other.name})", models=models, head=head,
-                     dim=dim)
+        first, second = self.fn, other.fn
+        return Probe(Keyed(lambda x: first(x) + second(x), "+", first, second), f"({self.name} + {other.name})",
+                     models=models, head=head, dim=dim)
 
     __radd__ = __add__
 
@@ -102,8 +120,9 @@ class Probe:
                 raise TypeError(f"a probe can only be multiplied by a real scalar, got a traced "
                                 f"{jnp.result_type(scale)} of shape {jnp.shape(scale)}")
             head = None if self.head is None else (lambda *outputs: scale * self.head(*outputs))
-            return Probe(lambda x: scale * self.fn(x), f"(traced) * {self.name}", models=self.models, head=head,
-                         dim=self.dim)
+            fn = self.fn
+            return Probe(Keyed(lambda x: scale * fn(x), "*", scale, fn), f"(traced) * {self.name}",
+                         models=self.models, head=head, dim=self.dim)
         if isinstance(scale, (jax.Array, np.ndarray, np.generic)) and np.shape(scale) == () \
                 and np.dtype(scale.dtype).kind in "iuf":  # a concrete 0-d array, e.g. a one-cell sweep's weight
             scale = scale.item()
@@ -111,8 +130,9 @@ class Probe:
             raise TypeError(f"a probe can only be multiplied by a real number, got {type(scale).__name__}")
         scale = float(scale)
         head = None if self.head is None else (lambda *outputs: scale * self.head(*outputs))
-        return Probe(lambda x: scale * self.fn(x), f"{scale:g} * {self.name}", models=self.models, head=head,
-                     dim=self.dim)
+        fn = self.fn
+        return Probe(Keyed(lambda x: scale * fn(x), "*", scale, fn), f"{scale:g} * {self.name}",
+                     models=self.models, head=head, dim=self.dim)
 
     __rmul__ = __mul__
 
@@ -125,11 +145,21 @@ def as_probe(value: Any, what: str = "probe") -> Probe:
     if isinstance(value, Probe):
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
-        return Probe(lambda x: jnp.zeros((), jnp.result_type(x)), "0", models=(),
-                     head=lambda: jnp.zeros((), jnp.float32))
+        return Probe(_ZERO, "0", models=(), head=_zero_head)
     if callable(value):
         return Probe(value, getattr(value, "__name__", "probe"), dim=model_dim(value))
     raise TypeError(f"{what} must be a Probe or a callable x -> scalar, got {type(value).__name__}")
+
+
+def _zero(x: Array) -> Array:
+    return jnp.zeros((), jnp.result_type(x))
+
+
+def _zero_head() -> Array:
+    return jnp.zeros((), jnp.float32)
+
+
+_ZERO = Keyed(_zero, "zero")
 
 
 def model_dim(model: Any) -> int | None:
@@ -227,7 +257,8 @@ def model_contrast(model: Callable, other: Callable, *, loss: str = "cross_entro
     def contrast(x):
         return head(model(x), other(x))
 
-    return Probe(contrast, f"model_contrast[{loss}]", models=(model, other), head=head,
+    return Probe(Keyed(contrast, "model_contrast", model, other, loss, from_logits), f"model_contrast[{loss}]",
+                 models=(model, other), head=head,
                  dim=_same_dim(model_dim(model), model_dim(other), "model_contrast(model, other)"))
 
 
@@ -259,7 +290,7 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2,
     if traced:  # e.g. α as a sweep's grid axis: checked for finiteness when G is evaluated (NaN if not)
         alpha_array = alpha
     else:
-        alpha_array = as_float_array(alpha, "alpha")
+        alpha_array = frozen_array(as_float_array(alpha, "alpha"))
         if output_range is not None and np.any((alpha_array < output_range[0]) | (alpha_array > output_range[1])):
             raise ValueError(f"alpha must lie in the model's output range [{output_range[0]:g}, "
                              f"{output_range[1]:g}], got {alpha!r}")
@@ -277,7 +308,8 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2,
     def risky(x):
         return head(model(x))
 
-    return Probe(risky, f"prediction_risky[r={r:g}]", models=(model,), head=head, dim=model_dim(model))
+    return Probe(Keyed(risky, "prediction_risky", model, alpha_array, r), f"prediction_risky[r={r:g}]",
+                 models=(model,), head=head, dim=model_dim(model))
 
 
 def _stacked_parameter_draws(param_dist: Any) -> tuple[Any, Any]:
@@ -316,7 +348,8 @@ def parameter_sensitive(apply_fn: Callable, param_dist: Any, *, loss: str = "cro
         target = _disagreement_target(reference)
         return jnp.mean(jax.vmap(lambda p: _classification_loss(loss, target, p))(probabilities))
 
-    return Probe(sensitive, f"parameter_sensitive[{loss}]")
+    return Probe(Keyed(sensitive, "parameter_sensitive", apply_fn, tree_key(draws), tree_key(center), loss,
+                       from_logits), f"parameter_sensitive[{loss}]")
 
 
 def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", param_dist: Any = None,
@@ -340,7 +373,7 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
             raise TypeError(f"target must be real, got a traced {target.dtype}")
         is_class_index = jnp.issubdtype(target.dtype, jnp.integer) and target.ndim == 0
     else:
-        target_array = _as_target(target)
+        target_array = frozen_array(_as_target(target))
         is_class_index = np.issubdtype(target_array.dtype, np.integer) and target_array.ndim == 0
         if is_class_index and target_array < 0:
             raise ValueError(f"target class index must be >= 0, got {int(target_array)}")
@@ -379,13 +412,15 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
         def fixed(x):
             return one_model_loss(model(x))
 
-        return Probe(fixed, f"fixed_label[{loss}]", models=(model,), head=one_model_loss, dim=model_dim(model))
+        return Probe(Keyed(fixed, "fixed_label", model, target_array, loss, from_logits), f"fixed_label[{loss}]",
+                     models=(model,), head=one_model_loss, dim=model_dim(model))
     draws, _ = _stacked_parameter_draws(param_dist)
 
     def fixed(x):
         return jnp.mean(jax.vmap(lambda params: one_model_loss(model(params, x)))(draws))
 
-    return Probe(fixed, f"fixed_label[{loss}]")
+    return Probe(Keyed(fixed, "fixed_label", model, target_array, loss, from_logits, tree_key(draws)),
+                 f"fixed_label[{loss}]")
 
 
 def _as_target(target: Any) -> np.ndarray:
@@ -406,13 +441,13 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
     """
     # A traced anchor or weights (e.g. a sweep's grid axis) are checked when R is evaluated: NaN if invalid.
     traced_anchor, traced_weights = _is_traced(anchor), _is_traced(weights)
-    anchor_array = anchor if traced_anchor else as_float_array(anchor, "anchor", finite=False)
+    anchor_array = anchor if traced_anchor else frozen_array(as_float_array(anchor, "anchor", finite=False))
     if anchor_array.ndim != 1 or not (traced_anchor or np.all(np.isfinite(anchor_array))):
         raise ValueError(f"anchor must be a finite vector (d,), got shape {anchor_array.shape}")
     if weights is None:
         weight_array = np.ones(anchor_array.shape)
     else:
-        weight_array = weights if traced_weights else as_float_array(weights, "weights", finite=False)
+        weight_array = weights if traced_weights else frozen_array(as_float_array(weights, "weights", finite=False))
         if weight_array.shape != anchor_array.shape:
             raise ValueError(f"weights must have the anchor's shape {anchor_array.shape}, got {weight_array.shape}")
         if not traced_weights and (not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0)):
@@ -431,4 +466,5 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
             value = jnp.where(valid, value, jnp.nan)
         return value
 
-    return Probe(localizer, f"localize[r={r:g}]", dim=int(anchor_array.shape[0]))
+    return Probe(Keyed(localizer, "localize", anchor_array, weight_array, r), f"localize[r={r:g}]",
+                 dim=int(anchor_array.shape[0]))

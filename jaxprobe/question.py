@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._values import value_key
 from jaxprobe.constraints import Restriction, restriction
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.target import check_temperature, gibbs
@@ -108,9 +109,13 @@ class Question:
     dim
         d, when nothing else states it (see :func:`infer_dim`).
 
-    Two questions with the same probe function, temperature, prior object and
-    restriction are equal and hash alike, so the engine's compiled programs are
-    reused when the same question is asked again.
+    Two questions with equal probe functions, temperatures, priors and restrictions are equal and
+    hash alike, so the engine's compiled programs are reused when the same question is asked again,
+    also with new but equal objects written inline (``prior=DiagonalGaussian(m, s)``,
+    ``constraints=[Box(-3, 3)]``, ``fixed_label(model, 1)``): priors, constraints and the probes of
+    :mod:`jaxprobe.probes` compare by value (arrays by dtype, shape and content), models and functions
+    of your own by identity, and a traced temperature or parameter only to itself
+    (:func:`jaxprobe._values.value_key`).
     """
 
     def __init__(self, probe: Callable, temperature: Any, prior: Callable | None = None, constraints: Any = None,
@@ -126,6 +131,9 @@ class Question:
                                          else restriction(constraints, self.dim))
         self.logdensity = _Part(self, "target")
         self.reference = _Reference(self)
+        # Everything the density, the starting points and the reports depend on, computed once.
+        self._key = (value_key(self.probe.fn), value_key(self.temperature), value_key(self.prior), self.restriction)
+        self._hash = hash(self._key)
 
     # ---------------------------------------------------------------- the density on z
 
@@ -194,16 +202,15 @@ class Question:
 
     @property
     def key(self) -> tuple:
-        """What the density depends on, hashable (objects by identity)."""
-        temperature = id(self.temperature) if _is_traced(self.temperature) else self.temperature
-        return (id(self.probe.fn), temperature, id(self.prior), self.restriction.key)
+        """What the density depends on, hashable and compared by value: the probe's function, the
+        temperature, the prior and the restriction (see the class notes)."""
+        return self._key
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self._hash
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, Question) and self.key == other.key and self.probe.fn is other.probe.fn
-                and self.prior is other.prior)
+        return other is self or (isinstance(other, Question) and self._hash == other._hash and self._key == other._key)
 
     def __repr__(self) -> str:
         return (f"Question({self.probe.name}, temperature={self.temperature}, prior={type(self.prior).__name__}, "

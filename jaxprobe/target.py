@@ -7,6 +7,7 @@ from typing import Any, Callable
 import jax
 
 from jaxprobe._inputs import check_number
+from jaxprobe._values import Keyed
 from jaxprobe.types import ArrayTree, LogDensityFn
 
 __all__ = ["gibbs", "check_temperature"]
@@ -24,6 +25,9 @@ def gibbs(G: Callable[[ArrayTree], jax.Array], temperature: float, prior: Callab
     ``logdensity(x) = −G(x) / temperature + log prior(x)``; its samples minimize
     ``E_p[G] − τ H(p)``. ``G`` maps one position to a scalar; ``prior`` is one of
     :mod:`jaxprobe.priors` (or any callable giving a log density), ``None`` for flat.
+
+    Two log densities built from equal ``G``, temperature and prior are equal (see
+    :mod:`jaxprobe._values`), so ``sample`` reuses its compiled programs for one written inline again.
 
     Example
     -------
@@ -43,4 +47,4 @@ def gibbs(G: Callable[[ArrayTree], jax.Array], temperature: float, prior: Callab
         def logdensity(x: ArrayTree) -> jax.Array:
             return -G(x) / tau + prior(x)
 
-    return logdensity
+    return Keyed(logdensity, "gibbs", G, tau, prior)
