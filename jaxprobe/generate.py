@@ -13,7 +13,8 @@ import numpy as np
 
 from jaxprobe.engine import Samples, sample
 from jaxprobe._inputs import as_float_array
-from jaxprobe.engine.api import canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel
+from jaxprobe.engine.api import (canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel,
+                                 refuse_traced)
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.verdict import check_policy
@@ -96,6 +97,11 @@ def generate(
         ``"reproducible"``, ``"fast"`` or ``None`` (per platform: reproducible on
         CPU, fast on GPU/TPU), as in :func:`jaxprobe.sample`; checked before
         anything compiles. Unused by ``sampler="tree_gibbs"``.
+    observables, keep_draws
+        As in :func:`jaxprobe.sample`, with each observable a function of ONE x ``(d,)``
+        in data space (as the sampler visits it: one-hot groups relaxed, integers not
+        rounded), e.g. ``{"disagree": lambda x: model_a(x) != model_b(x)}``:
+        ``samples.observables["disagree"].mean`` and ``.mcse``.
 
     Returns
     -------
@@ -104,6 +110,7 @@ def generate(
         exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the
         unconstrained z (it includes the log-Jacobian).
     """
+    refuse_traced("jaxprobe.generate", rng_key=rng_key, temperature=temperature, init=init)
     rng_key = canonicalize_key(rng_key)
     if isinstance(num_chains, bool) or not isinstance(num_chains, numbers.Integral) or num_chains < 1:
         raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
@@ -178,13 +185,38 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
         z0 = question.to_unconstrained(init).astype(init.dtype)
     else:
         z0 = np.asarray(_initial_positions(key_init, question, num_chains, np.dtype(dtype or np.float32)))
+    observables = sample_options.pop("observables", None)
+    if observables is not None:
+        if not isinstance(observables, dict):
+            raise TypeError(f"observables must be a dict of name -> function of one x in data space, got "
+                            f"{type(observables).__name__}")
+        observables = {name: _InDataSpace(fn, question) if callable(fn) else fn for name, fn in observables.items()}
     result = sample(key_sample, question.logdensity, z0, sampler=sampler, num_samples=num_samples,
-                    num_warmup=num_warmup, **sample_options)
-    positions = np.asarray(_to_data_space(jnp.asarray(result.positions), question))
-    if report == "valid" and question.restriction.is_relaxed:
-        positions = question.restriction.report(positions)
+                    num_warmup=num_warmup, observables=observables, **sample_options)
+    positions = result.positions
+    if positions is not None:
+        positions = np.asarray(_to_data_space(jnp.asarray(positions), question))
+        if report == "valid" and question.restriction.is_relaxed:
+            positions = question.restriction.report(positions)
     evidence_path = result.evidence_path
     if evidence_path is not None:  # stage λ of the tempering path is this question at temperature τ/λ
         evidence_path = dict(evidence_path,
                              temperature=question.temperature / np.asarray(evidence_path["inverse_temperature"]))
     return dataclasses.replace(result, positions=positions, evidence_path=evidence_path)
+
+
+class _InDataSpace:
+    """An observable of x in data space seen on the engine's unconstrained z: ``fn(question.to_data(z))``.
+    Equal for an equal function and question, so a question asked again reuses its compiled run."""
+
+    def __init__(self, fn: Callable, question: Question):
+        self.fn, self.question = fn, question
+
+    def __call__(self, z: Any) -> Any:
+        return self.fn(self.question.to_data(z))
+
+    def __hash__(self) -> int:
+        return hash((self.fn, self.question))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _InDataSpace) and (self.fn, self.question) == (other.fn, other.question)

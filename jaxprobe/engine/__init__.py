@@ -1,7 +1,9 @@
 """The sampling engine: BlackJAX kernels over many chains in one compiled program.
 
 ``sample`` is the convenient entry point; ``init`` / ``warmup`` (``adapt``) / ``run`` are the
-pure functional core for use inside a user's own ``jax.jit`` or ``lax.scan``. Every sampler
+pure functional core for use inside a user's own ``jax.jit`` or ``lax.scan`` (``refresh`` after the
+log density's parameters change; ``run_monitored`` also folds the verdict's statistics and
+observables in, as ``sample`` does: :mod:`jaxprobe.engine.streaming`). Every sampler
 is a :class:`Kernel` with an :class:`Adaptation` (:mod:`jaxprobe.engine.protocols`), named
 in one registry (:mod:`jaxprobe.engine.registry`: ``known_samplers``, ``make_kernel``,
 ``register_sampler``). One switch, ``numerics="reproducible" | "fast"``, holds every
@@ -19,7 +21,9 @@ from jaxprobe.engine.core import (
     adapt,
     default_parameters,
     init,
+    refresh,
     run,
+    run_monitored,
     warmup,
     warmup_final,
     warmup_init,
@@ -32,6 +36,7 @@ from jaxprobe.engine.protocols import Adaptation, Kernel
 from jaxprobe.engine.registry import (SAMPLERS, known_sampler_starts_at_target, known_samplers, make_kernel,
                                       register_sampler, unregister_sampler)
 from jaxprobe.engine.samples import Samples, Summary
+from jaxprobe.engine.streaming import Monitor, Observed
 
 __all__ = [
     "sample",
@@ -44,6 +49,10 @@ __all__ = [
     "WarmupState",
     "init",
     "run",
+    "run_monitored",
+    "refresh",
+    "Monitor",
+    "Observed",
     "warmup",
     "warmup_init",
     "warmup_run",

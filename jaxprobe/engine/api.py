@@ -6,7 +6,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import numbers
 import os
 import warnings
 from typing import Any
@@ -19,11 +18,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.engine import core
+from jaxprobe.engine.core import canonicalize_key
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.registry import known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.samples import Samples
-from jaxprobe.engine.verdict import assess, check_policy, report
+from jaxprobe.engine import streaming
+from jaxprobe.engine.verdict import CoordinateNames, check_policy, report, verdict_from_statistics
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
 __all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
@@ -43,20 +44,6 @@ STEP_SIZE_MODES = ("per_chain", "shared")
 
 
 # known_samplers, known_sampler_starts_at_target and make_kernel: the registry's (jaxprobe.engine.registry).
-
-
-def canonicalize_key(rng_key: Any) -> PRNGKey:
-    """Accept an int seed, a typed key or a legacy uint32[2] key; return a typed key."""
-    if isinstance(rng_key, numbers.Integral) and not isinstance(rng_key, bool):
-        return jax.random.key(int(rng_key))
-    if isinstance(rng_key, jax.Array) and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        if rng_key.shape != ():
-            raise ValueError(f"rng_key must be a single key, got a key array of shape {rng_key.shape}")
-        return rng_key
-    array = np.asarray(rng_key) if not isinstance(rng_key, jax.Array) else rng_key
-    if array.dtype == np.uint32 and array.shape == (2,):
-        return jax.random.wrap_key_data(jnp.asarray(array))
-    raise TypeError(f"rng_key must be an int seed or a jax.random.key, got {type(rng_key).__name__}")
 
 
 # ------------------------------------------------------------------ pytree <-> flat (C, D)
@@ -213,6 +200,71 @@ def _check_logdensity(logdensity_fn: Any, layout: _Layout, dtype: Any) -> None:
         raise TypeError(f"logdensity_fn must return a floating-point scalar, got dtype {out.dtype}")
 
 
+def refuse_traced(entry_point: str, **arguments: Any) -> None:
+    """A TypeError naming the engine's core when ``entry_point`` (a host-side front end: chunks, progress,
+    checkpoints, a verdict) is called inside a user's ``jit``/``vmap``/``grad`` with traced arguments."""
+    for name, value in arguments.items():
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value)):
+            raise TypeError(
+                f"{entry_point} was called with a traced {name} (inside jax.jit, vmap or grad): it runs on the host "
+                "in chunks, with a progress bar, checkpoints and a verdict, and cannot be traced. Inside compiled "
+                "code use the pure engine: state = jaxprobe.engine.init(kernel, logdensity_fn, positions), "
+                "jaxprobe.engine.warmup(key, state, kernel, logdensity_fn, num_steps), then "
+                "jaxprobe.engine.run(key, state, kernel, logdensity_fn, num_draws) (kernel e.g. "
+                "jaxprobe.engine.MALA(); after the log density's parameters change, jaxprobe.engine.refresh)")
+
+
+class _FlatObservable:
+    """An observable of one position pytree seen on a flat ``(D,)`` position (hashable by function and layout,
+    like :class:`_FlatLogDensity`)."""
+
+    def __init__(self, fn: Any, layout: _Layout):
+        self.fn, self.layout = fn, layout
+        self._key = (fn, layout.treedef, tuple(layout.event_shapes))
+
+    def __call__(self, flat: jax.Array) -> Any:
+        return self.fn(self.layout.unflatten_one(flat))
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _FlatObservable) and self._key == other._key
+
+
+def check_observables(observables: Any, layout: _Layout, dtype: Any,
+                      initial_positions: Any) -> tuple[tuple[str, Any], ...]:
+    """``observables`` (``{"name": fn}`` of one position) checked on the first chain's starting point, before
+    anything compiles: each a callable returning a numeric array, without raising. Returns ``((name, fn of a
+    flat position), ...)`` sorted by name."""
+    if observables is None:
+        return ()
+    if not isinstance(observables, dict):
+        raise TypeError(f"observables must be a dict of name -> function of one position, got "
+                        f"{type(observables).__name__}")
+    first = jax.tree.map(lambda leaf: np.asarray(leaf)[0], initial_positions)
+    flat_first = jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+    checked = []
+    for name in sorted(observables, key=str):
+        fn = observables[name]
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"observables keys must be non-empty strings, got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"observables[{name!r}] must be a function of one position, got {type(fn).__name__}")
+        flat_fn = _FlatObservable(fn, layout)
+        try:
+            value = flat_fn(flat_first)
+        except Exception as error:  # noqa: BLE001 - re-raised naming the observable
+            raise ValueError(f"observables[{name!r}] failed on one chain's starting point (one position, no chain "
+                             f"axis): {type(error).__name__}: {error}") from error
+        dtype_of = getattr(value, "dtype", None) if not isinstance(value, (bool, int, float)) else np.float32
+        if dtype_of is None or not (jnp.issubdtype(dtype_of, jnp.number) or jnp.issubdtype(dtype_of, jnp.bool_)):
+            raise TypeError(f"observables[{name!r}] must return a numeric array (or a number), got "
+                            f"{type(value).__name__}{'' if dtype_of is None else ' of dtype ' + str(dtype_of)}")
+        checked.append((name, flat_fn))
+    return tuple(checked)
+
+
 # ------------------------------------------------------------------ devices
 
 
@@ -261,10 +313,28 @@ def _init(kernel, logdensity_fn, positions, parameters):
     return core.init(kernel, logdensity_fn, positions, parameters)
 
 
-@jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin"), donate_argnames=("trace",))
-def _run_chunk(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace=None):
-    """One chunk of :func:`core.run`; a given ``trace`` (buffers to write the draws into) is donated."""
-    return core.run(rng_key, state, kernel, logdensity_fn, num_draws, thin, trace)
+@jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin", "monitor", "keep_draws"),
+             donate_argnames=("trace",))
+def _run_chunk(rng_key, state, monitored, first_draw, kernel, logdensity_fn, num_draws, thin, monitor, keep_draws,
+               trace=None):
+    """One chunk of :func:`core.run_monitored`: the draws written into ``trace`` (donated buffers) or not kept,
+    every kept draw folded into ``monitored`` (not donated: a checkpoint may still be writing the previous
+    chunk's; it is ``O(C·D)``, so its copy costs nothing next to a chunk)."""
+    return core.run_monitored(rng_key, state, kernel, logdensity_fn, num_draws, thin, monitor, monitored,
+                              first_draw, trace, keep_draws)
+
+
+@jit_bounded(static_argnames=("kernel", "logdensity_fn", "steps"))
+def _burn_in(rng_key, state, kernel, logdensity_fn, steps):
+    """``steps`` transitions with fixed parameters, nothing kept (warmup without adaptation)."""
+    state, _, stats = core.run(rng_key, state, kernel, logdensity_fn, 1, steps)
+    return state, stats
+
+
+@jit_bounded(static_argnames=("monitor",))
+def _finalize(stats, monitor):
+    """The verdict's device-side numbers (:func:`jaxprobe.engine.streaming.finalize`)."""
+    return streaming.finalize(stats, monitor)
 
 
 @jit_bounded(static_argnames=("adaptation", "logdensity_fn"))
@@ -288,7 +358,7 @@ def compiled_program_count() -> int:
     """How many programs the engine's jitted pieces have compiled in this process (grows by the programs a call
     compiled; programs freed with an evicted question still count)."""
     return sum(getattr(function, "_cache_size", lambda: 0)()  # a wrapped (test-patched) piece counts 0
-               for function in (_init, _run_chunk, _adapt_init, _adapt_update, _adapt_final))
+               for function in (_init, _run_chunk, _burn_in, _finalize, _adapt_init, _adapt_update, _adapt_final))
 
 
 class _Difference:
@@ -413,6 +483,8 @@ def sample(
     reference: Any = None,
     convergence: str = "warn",
     numerics: str | None = None,
+    observables: dict[str, Any] | None = None,
+    keep_draws: bool = True,
 ) -> Samples:
     """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
 
@@ -514,18 +586,36 @@ def sample(
         ``Samples.numerics`` records the mode used. Any other value raises
         (``TypeError`` for a non-string, ``ValueError`` for an unknown name) before
         anything compiles.
+    observables
+        ``{"name": fn}``: functions of ONE position (like ``logdensity_fn``) → an array,
+        averaged on the device over every chain and kept draw as the run goes
+        (:mod:`jaxprobe.engine.streaming`): ``samples.observables["name"]`` has ``.mean``
+        and ``.mcse`` (``fn``'s output shape; the Monte-Carlo standard error by batch
+        means) and ``.per_chain_mean`` ``(C, ...)``. Each is checked on one chain's
+        starting point before anything compiles.
+    keep_draws
+        ``False``: store no draw (``samples.positions`` is ``None``): memory ``O(C·D)``
+        whatever ``num_samples`` is; the verdict and the observables are still computed,
+        from the statistics folded in during the run, and a checkpoint keeps those.
 
     Returns
     -------
     Samples
-        ``positions`` with axes ``(chain, draw, ...)`` and per-chain diagnostics.
+        ``positions`` with axes ``(chain, draw, ...)`` (``None`` without ``keep_draws``),
+        per-chain diagnostics, the verdict and the observables.
+
+    Inside a user's ``jax.jit``, ``vmap`` or ``grad``, call :func:`jaxprobe.engine.init`,
+    :func:`~jaxprobe.engine.warmup` and :func:`~jaxprobe.engine.run` instead: ``sample``
+    runs on the host (chunks, progress, checkpoints) and refuses traced arguments.
     """
+    refuse_traced("jaxprobe.sample", rng_key=rng_key, initial_positions=initial_positions, step_size=step_size,
+                  inverse_mass_matrix=inverse_mass_matrix)
     rng_key = canonicalize_key(rng_key)
     run = _validate(logdensity_fn, initial_positions, sampler=sampler, num_samples=num_samples,
                     num_warmup=num_warmup, step_size=step_size, inverse_mass_matrix=inverse_mass_matrix, thin=thin,
                     step_size_mode=step_size_mode, target_acceptance_rate=target_acceptance_rate,
                     chunk_size=chunk_size, sampler_options=sampler_options, reference=reference,
-                    convergence=convergence, numerics=numerics)
+                    convergence=convergence, numerics=numerics, observables=observables, keep_draws=keep_draws)
     placed = _place(run, rng_key, devices)
     key_warmup, key_sampling = jax.random.split(rng_key)
     bar = _Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
@@ -533,14 +623,15 @@ def sample(
     writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
     try:
         # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
-        draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype)
-        state, stats_sum = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer, bar)
-        state, stats_sum = _run_chunks(key_sampling, run, placed, state, draws, stats_sum, run_id, writer, bar)
+        draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype, run.keep_draws)
+        progress_state = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer, bar)
+        state, stats_sum, monitored = _run_chunks(key_sampling, run, placed, *progress_state, draws, run_id, writer,
+                                                  bar)
     finally:
         bar.close()
         if writer is not None:
             writer.close()
-    result = _result(run, placed, state, draws, stats_sum)
+    result = _result(run, placed, state, draws, stats_sum, monitored)
     report(result.verdict, convergence, stacklevel=2)
     return result
 
@@ -571,6 +662,8 @@ class _Run:
     step_size: np.ndarray | None  # (C,) given step sizes, or None to adapt
     inverse_mass_matrix: np.ndarray | None  # (C, D) given, or None
     numerics: str | None
+    monitor: streaming.Monitor  # what every kept draw is folded into (verdict statistics, observables)
+    keep_draws: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -586,7 +679,7 @@ class _Placed:
 
 def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_warmup, step_size, inverse_mass_matrix,
               thin, step_size_mode, target_acceptance_rate, chunk_size, sampler_options, reference, convergence,
-              numerics) -> _Run:
+              numerics, observables=None, keep_draws=True) -> _Run:
     """Every argument of :func:`sample` checked, with a message naming it, before anything compiles."""
     kernel = make_kernel(sampler, sampler_options)
     check_policy(convergence)
@@ -610,13 +703,17 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
                                                     (layout.dim,))
     if step_size is None and num_warmup == 0:
         raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
+    if not isinstance(keep_draws, (bool, np.bool_)):
+        raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
+    checked = check_observables(observables, layout, dtype, initial_positions)
     smc_reference = smc_tilt = None
     if smc is not None:
         smc_reference, smc_tilt = _tempering_split(logdensity_fn, reference, layout)
         kernel = smc.chains()
+    monitor = streaming.Monitor(num_chains, layout.dim, num_samples, checked)
     return _Run(sampler, kernel, smc, smc_reference, smc_tilt, layout, _FlatLogDensity(logdensity_fn, layout),
                 initial_positions, num_chains, dtype, num_samples, num_warmup, thin, chunk_size, step_size_mode,
-                target_acceptance_rate, step_size, inverse_mass_matrix, numerics)
+                target_acceptance_rate, step_size, inverse_mass_matrix, numerics, monitor, bool(keep_draws))
 
 
 def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
@@ -646,47 +743,79 @@ def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
 
 
 def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", checkpoint, run_id, writer, bar):
-    """The state to sample from and the statistics so far: a checkpoint's (its draws files become ``draws``)
-    when ``checkpoint`` holds one of this run, else the warmup's (written to the checkpoint at once).
-    Returns ``(state, stats_sum)`` (None: no draws yet)."""
-    resumed = _load_checkpoint(checkpoint, run_id, placed.state, placed.sharding) if checkpoint is not None else None
+    """Where sampling starts: a checkpoint's state, statistics and folded draw statistics (its draws files
+    become ``draws``) when ``checkpoint`` holds one of this run, else the warmup's (written to the checkpoint
+    at once) with empty statistics. Returns ``(state, stats_sum, monitored)`` (``stats_sum`` None: no draws
+    yet)."""
+    template = _monitored_zeros(run, placed)
+    resumed = (_load_checkpoint(checkpoint, run_id, placed.state, template, placed.sharding)
+               if checkpoint is not None else None)
     if resumed is not None:
-        state, count, stats_sum = resumed
+        state, count, stats_sum, monitored = resumed
         draws.attach(_draws_folder(checkpoint), count)
         bar.update(run.num_warmup + draws.count * run.thin, float("nan"), "resumed")
-        return state, stats_sum
+        return state, stats_sum, monitored
     state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
                         run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
                         run.chunk_size, bar)
     if writer is not None:
         draws.attach(_draws_folder(checkpoint), None)  # new draws files, filled in place as the chunks arrive
-        writer.save(run_id, state, draws, None)
-    return state, None
+        writer.save(run_id, state, draws, None, template)
+    return state, None, template
 
 
-def _run_chunks(rng_key, run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, run_id, writer, bar):
-    """The kept draws still missing, chunk by chunk, into ``draws``; each chunk is copied out (and
-    checkpointed with the state after it) while the next one computes. Returns ``(state, stats_sum)``."""
+def _monitored_zeros(run: _Run, placed: _Placed) -> Any:
+    """Empty folded statistics of the run, placed like the chains: leaves with a chain axis (the halves'
+    moments ``(2, C, K)``, per-chain counts ``(C,)``, observables' sums ``(B, C, ...)``) split over the devices
+    as the chains are, the rest (the subset, ranges) replicated."""
+    stats, observables = streaming.init_stats(run.monitor, run.dtype)
+    mesh = placed.sharding.mesh
+
+    def place(leaf, chain_axis=None):
+        spec = [None] * leaf.ndim
+        if chain_axis is not None:
+            spec[chain_axis] = "chains"
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, NamedSharding(mesh, PartitionSpec(*spec)),
+                                            lambda index: host[index])
+
+    stats = stats._replace(**{name: place(getattr(stats, name)) for name in stats._fields})
+    stats = stats._replace(half_mean=place(stats.half_mean, 1), half_m2=place(stats.half_m2, 1),
+                           nonfinite_draws=place(stats.nonfinite_draws, 0))
+    return stats, {name: streaming.ObservableSums(place(sums.sums, 1), place(sums.counts))
+                   for name, sums in observables.items()}
+
+
+def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored, draws: "_HostDraws", run_id,
+                writer, bar):
+    """The kept draws still missing, chunk by chunk, folded into ``monitored`` on the device and (when kept)
+    into ``draws``; each chunk is copied out (and checkpointed with the state after it) while the next one
+    computes. Returns ``(state, stats_sum, monitored)``."""
     draws_per_chunk = run.chunk_size or max(1, math.ceil(run.num_samples / 20))
     # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
     # later chunk of the same length, which writes in place (no allocation or zero-fill per chunk).
     free_buffers: dict[int, list[core.Trace]] = {}
     pending = None
+    first_draw = draws.count
     try:
         for num_draws in _chunks(run.num_samples - draws.count, draws_per_chunk):
-            buffers = free_buffers.get(num_draws) or [
-                _new_trace(num_draws, run.num_chains, run.layout.dim, run.dtype, placed.sharding)]
-            state, trace, stats = _run_chunk(rng_key, state, placed.kernel, run.logdensity, num_draws, run.thin,
-                                             buffers.pop())
+            buffers = None
+            if run.keep_draws:
+                buffers = (free_buffers.get(num_draws) or [
+                    _new_trace(num_draws, run.num_chains, run.layout.dim, run.dtype, placed.sharding)]).pop()
+            state, trace, stats, monitored = _run_chunk(
+                rng_key, state, monitored, jnp.asarray(first_draw, jnp.int32), placed.kernel, run.logdensity,
+                num_draws, run.thin, run.monitor, run.keep_draws, buffers)
+            first_draw += num_draws
             if pending is not None:  # copy the previous chunk out while this one computes
                 stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
                 if writer is not None:  # that chunk's draws with the state after it: a consistent checkpoint,
-                    writer.save(run_id, pending[3], draws, stats_sum)  # written while this chunk samples
-            pending = (trace, stats, num_draws * run.thin, state)
+                    writer.save(run_id, pending[3], draws, stats_sum, pending[4])  # written while this one samples
+            pending = (trace, stats, num_draws * run.thin, state, monitored, num_draws)
         if pending is not None:
             stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
             if writer is not None:
-                writer.save(run_id, pending[3], draws, stats_sum)
+                writer.save(run_id, pending[3], draws, stats_sum, pending[4])
             pending = None
     except BaseException:
         # Interrupted (Ctrl-C) while a chunk was in flight: that chunk was dispatched whole, so keep it too
@@ -694,18 +823,17 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, draws: "_HostDraws",
         if writer is not None and pending is not None:
             try:
                 stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
-                writer.save(run_id, pending[3], draws, stats_sum)
+                writer.save(run_id, pending[3], draws, stats_sum, pending[4])
             except Exception:  # noqa: BLE001 - the original exception is re-raised below
                 pass
         raise
-    return state, stats_sum
+    return state, stats_sum, monitored
 
 
-def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum) -> Samples:
-    """The run's :class:`Samples` with its verdict (an SMC start that stopped short of λ = 1 is a problem)."""
-    # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
+def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, monitored) -> Samples:
+    """The run's :class:`Samples` with its verdict, from the statistics folded in on the device (an SMC start
+    that stopped short of λ = 1 is a problem), and its observables."""
     position, logdensity = draws.finished()
-    positions_host = np.swapaxes(position, 0, 1)
     steps = run.num_samples * run.thin
     smc_result = placed.smc_result
     gradient_evaluations = stats_sum["num_gradient_evaluations"]
@@ -713,10 +841,29 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum) -
     if smc_result is not None:
         gradient_evaluations = gradient_evaluations + np.asarray(smc_result.info.num_gradient_evaluations, np.int64)
         evidence = smc_evidence(smc_result)
-    result = Samples(
-        positions=run.layout.unflatten_draws(positions_host),
-        logdensity=np.swapaxes(logdensity, 0, 1),
-        acceptance_rate=stats_sum["acceptance_rate_sum"] / steps,
+    draw_stats, observable_sums = monitored
+    if placed.sharding.mesh.devices.flat[0].platform == "cpu":  # one memory: NumPy, nothing to compile
+        statistics = streaming.finalize(jax.tree.map(_to_host, draw_stats), run.monitor, xp=np)
+    else:
+        statistics = jax.tree.map(_to_host, _finalize(draw_stats, run.monitor))
+    acceptance_rate = stats_sum["acceptance_rate_sum"] / steps
+    chains_start_at_target = smc_result is not None and bool(smc_result.info.reached_target)
+    names = CoordinateNames.of_draws(jax.tree_util.tree_unflatten(
+        run.layout.treedef, [np.empty((0, 0) + shape) for shape in run.layout.event_shapes]))
+    verdict = verdict_from_statistics(statistics, run.monitor, names, acceptance_rate=acceptance_rate,
+                                      num_divergent=stats_sum["num_divergent"],
+                                      num_nonfinite=stats_sum["num_nonfinite"], thin=run.thin,
+                                      chains_start_at_target=chains_start_at_target)
+    if smc_result is not None and not bool(smc_result.info.reached_target):
+        reached = float(smc_result.info.lambdas[int(smc_result.info.num_stages) - 1])
+        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={run.smc.max_stages} "
+                   "stages: its particles are not draws of the target; raise sampler_options['max_stages']")
+        verdict = dataclasses.replace(verdict, converged=False, problems=verdict.problems + (problem,))
+    return Samples(
+        # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
+        positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),
+        logdensity=None if logdensity is None else np.swapaxes(logdensity, 0, 1),
+        acceptance_rate=acceptance_rate,
         step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (run.num_chains,)).copy(),
         num_divergent=stats_sum["num_divergent"],
         num_nonfinite=stats_sum["num_nonfinite"],
@@ -726,24 +873,19 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum) -
         thin=run.thin,
         inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
         if "inverse_mass_matrix" in state.parameters else None,
-        chains_start_at_target=smc_result is not None and bool(smc_result.info.reached_target),
+        chains_start_at_target=chains_start_at_target,
         numerics=placed.policy.mode,
+        verdict=verdict,
+        observables={name: streaming.observed(jax.tree.map(_to_host, sums))
+                     for name, sums in observable_sums.items()} or None,
         **evidence,
     )
-    result = dataclasses.replace(result, verdict=assess(result))
-    if smc_result is not None and not bool(smc_result.info.reached_target):
-        reached = float(smc_result.info.lambdas[int(smc_result.info.num_stages) - 1])
-        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={run.smc.max_stages} "
-                   "stages: its particles are not draws of the target; raise sampler_options['max_stages']")
-        result = dataclasses.replace(result, verdict=dataclasses.replace(
-            result.verdict, converged=False, problems=result.verdict.problems + (problem,)))
-    return result
 
 
 _STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
 # 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files per chunk;
-# 4: two mapped draws files filled in place
-_CHECKPOINT_VERSION = 4
+# 4: two mapped draws files filled in place; 5: the verdict's and observables' statistics folded in on the device
+_CHECKPOINT_VERSION = 5
 
 
 def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any]:
@@ -767,6 +909,8 @@ def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any
         "initial_positions": _fingerprint(layout.flatten_chains(run.initial_positions).astype(dtype)),
         "inverse_mass_matrix": None if run.inverse_mass_matrix is None else _fingerprint(run.inverse_mass_matrix),
         "target": _target_fingerprint(run.logdensity, layout.dim, dtype),
+        "keep_draws": run.keep_draws,
+        "observables": [name for name, _ in run.monitor.observables],
     }
     if run.smc is not None:  # SMC chains start at particles tempered from the reference: another one, other draws
         identity["reference"] = _target_fingerprint(run.smc_reference, layout.dim, dtype)
@@ -801,21 +945,28 @@ class _HostDraws:
     that was copied out). Before, each chunk was written again with ``np.save`` (1.25 GB: 1.2 s of CPU).
     """
 
-    def __init__(self, num_samples: int, num_chains: int, dim: int, dtype: Any):
-        self.position = np.empty((num_samples, num_chains, dim), dtype)
-        self.logdensity = np.empty((num_samples, num_chains), dtype)
+    def __init__(self, num_samples: int, num_chains: int, dim: int, dtype: Any, keep: bool = True):
+        self.keep = keep  # False: nothing is stored, only counted (keep_draws=False)
+        shape = (num_samples if keep else 0, num_chains)
+        self.position = np.empty(shape + (dim,), dtype)
+        self.logdensity = np.empty(shape, dtype)
         self.count = 0
         self.mapped_folder = None  # the checkpoint's draws folder when the arrays are its files
 
-    def append(self, positions: np.ndarray, logdensity: np.ndarray) -> None:
-        end = self.count + len(positions)
-        self.position[self.count:end] = positions
-        self.logdensity[self.count:end] = logdensity
+    def append(self, num_draws: int, trace: "core.Trace | None") -> None:
+        end = self.count + num_draws
+        if self.keep:
+            self.position[self.count:end] = _to_host(trace.position)
+            self.logdensity[self.count:end] = _to_host(trace.logdensity)
         self.count = end
 
     def attach(self, folder: str, count: int | None) -> None:
         """Use the draws files in ``folder``: new ones (``count=None``), or a checkpoint's with ``count`` draws
-        saved. Only the writing process maps them; the others (several processes) read the saved rows."""
+        saved. Only the writing process maps them; the others (several processes) read the saved rows. Without
+        kept draws there are no files: only the count is taken."""
+        if not self.keep:
+            self.count = 0 if count is None else count
+            return
         names = {"position": self.position, "logdensity": self.logdensity}
         if count is None:
             if is_writer():
@@ -843,8 +994,11 @@ class _HostDraws:
         self.count = count
 
     def finished(self) -> tuple[np.ndarray, np.ndarray]:
-        """(position, logdensity) for the result. Mapped files are mapped again copy-on-write: the result's
-        arrays read the files' pages, and writing into them never changes the checkpoint."""
+        """(position, logdensity) for the result (None, None without kept draws). Mapped files are mapped again
+        copy-on-write: the result's arrays read the files' pages, and writing into them never changes the
+        checkpoint."""
+        if not self.keep:
+            return None, None
         if self.mapped_folder is None:
             return self.position, self.logdensity
         for array in (self.position, self.logdensity):
@@ -888,7 +1042,7 @@ class _CheckpointWriter:
         for future in done:
             future.result()
 
-    def save(self, run_id, state, draws, stats_sum) -> None:
+    def save(self, run_id, state, draws, stats_sum, monitored) -> None:
         self._raise_failures()
         stats = None if stats_sum is None else dict(stats_sum)
         # The state to the host here, in the calling thread: with several processes that is a collective
@@ -896,6 +1050,7 @@ class _CheckpointWriter:
         host_state = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
         host_state.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
         host_state["step"] = _to_host(state.step)
+        host_state.update({f"monitor.{i}": _to_host(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(monitored))})
         if not is_writer():  # only process 0 writes
             return
         self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, host_state, draws.count,
@@ -922,9 +1077,10 @@ def _save_checkpoint(path, run_id, host_state, count, stats_sum) -> None:
     atomic_write(os.fspath(path), lambda stream: np.savez(stream, **arrays))
 
 
-def _load_checkpoint(path, run_id, template_state, sharding):
-    """``(state, draws saved, stats)`` from ``path`` if it exists and belongs to this run, else None (the draws
-    are read by :meth:`_HostDraws.attach`)."""
+def _load_checkpoint(path, run_id, template_state, template_monitored, sharding):
+    """``(state, draws saved, stats, folded statistics)`` from ``path`` if it exists and belongs to this run,
+    else None (the draws are read by :meth:`_HostDraws.attach`); the folded statistics are placed like
+    ``template_monitored``."""
     path = os.fspath(path)
     remove_stale_partials(path)
     if not os.path.exists(path):
@@ -940,7 +1096,11 @@ def _load_checkpoint(path, run_id, template_state, sharding):
         state = core.EngineState(kernel_state, parameters, jnp.asarray(data["step"]))
         count = int(data["num_draws_saved"])
         stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS} if count else None
-    return state, count, stats_sum
+        leaves, treedef = jax.tree_util.tree_flatten(template_monitored)
+        monitored = jax.tree_util.tree_unflatten(treedef, [
+            jax.make_array_from_callback(leaf.shape, leaf.sharding, lambda index, host=data[f"monitor.{i}"]: host[index])
+            for i, leaf in enumerate(leaves)])
+    return state, count, stats_sum, monitored
 
 
 def remove_stale_partials(path: str | os.PathLike) -> None:
@@ -959,8 +1119,9 @@ def remove_stale_partials(path: str | os.PathLike) -> None:
 def _collect(pending, draws, stats_sum, bar, free_buffers):
     """Copy a finished chunk's draws into ``draws`` and hand its device buffers back for reuse."""
     trace, stats, steps = pending[:3]
-    draws.append(_to_host(trace.position), _to_host(trace.logdensity))
-    free_buffers.setdefault(trace.position.shape[0], []).append(trace)
+    draws.append(pending[5], trace)
+    if trace is not None:
+        free_buffers.setdefault(trace.position.shape[0], []).append(trace)
     host = {name: _to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)
             for name in _STAT_FIELDS}
     bar.update(steps, float(host["acceptance_rate_sum"].mean() / steps), "sampling")
@@ -981,7 +1142,7 @@ def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, target
     if not adapt:  # fixed parameters: warmup is burn-in, draws discarded
         for steps in _chunks(num_warmup, steps_per_chunk):
             # One kept draw of `steps` transitions: burn-in draws are never stored.
-            state, _, stats = _run_chunk(rng_key, state, kernel, logdensity_fn, 1, steps)
+            state, stats = _burn_in(rng_key, state, kernel, logdensity_fn, steps)
             bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
         return core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
     adaptation = kernel.adaptation(target, shared)

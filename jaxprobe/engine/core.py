@@ -22,6 +22,7 @@ import numpy as np
 from blackjax.adaptation.staged_adaptation import build_schedule
 from blackjax.adaptation.step_size import dual_averaging_adaptation
 
+from jaxprobe.engine import streaming
 from jaxprobe.engine.numerics import Numerics, numerics_of
 from jaxprobe.engine.protocols import Adaptation, EngineState, FlatLogDensity, Kernel, RunStats
 from jaxprobe.types import Array, PRNGKey
@@ -35,12 +36,16 @@ __all__ = [
     "default_parameters",
     "init",
     "run",
+    "run_monitored",
+    "canonicalize_key",
+    "refresh",
     "adapt",
     "warmup_init",
     "warmup_run",
     "warmup_final",
     "warmup_schedule",
     "warmup",
+    "prepare",
 ]
 
 
@@ -98,14 +103,70 @@ def _transition(kernel, logdensity_fn, rng_key, state):
     return EngineState(kernel_state, state.parameters, state.step + 1), info
 
 
+def _check_draws(num_draws: Any, thin: Any) -> None:
+    """``num_draws`` and ``thin`` are static ints >= 1 (checked before tracing: a bad one is named)."""
+    for name, value in (("num_draws", num_draws), ("thin", thin)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin, on_draw, carry):
+    """The one scan of a run: ``num_draws * thin`` transitions; after every ``thin``-th,
+    ``(carry, output) = on_draw(carry, draw, kernel_state)`` with ``draw`` the kept draw's index in this call.
+    Returns ``(state, carry, outputs stacked by the scan, RunStats)``. Keys ``fold_in(rng_key, t)`` for the
+    global step t are derived for the whole call in one batched call before the scan."""
+    _check_draws(num_draws, thin)
+    position = state.kernel_state.position
+    stats0 = RunStats.zeros(position.shape[0], position.dtype)
+    steps = state.step + jnp.arange(num_draws * thin, dtype=jnp.int32).reshape(num_draws, thin)
+    step_keys = jax.vmap(jax.vmap(lambda t: jax.random.fold_in(rng_key, t)))(steps)
+
+    def transition(inner, step_key):
+        state, stats = inner
+        kernel_state, info = kernel.step(step_key, state.kernel_state, state.parameters, logdensity_fn)
+        return (EngineState(kernel_state, state.parameters, state.step + 1), stats.add(info)), None
+
+    def one_draw(outer, inputs):
+        keys, draw = inputs
+        inner, carry = outer
+        if thin == 1:
+            inner, _ = transition(inner, keys[0])
+        else:
+            inner, _ = jax.lax.scan(transition, inner, keys)
+        carry, output = on_draw(carry, draw, inner[0].kernel_state)
+        return (inner, carry), output
+
+    ((state, stats), carry), outputs = jax.lax.scan(one_draw, ((state, stats0), carry),
+                                                     (step_keys, jnp.arange(num_draws, dtype=jnp.int32)))
+    return state, carry, outputs, stats
+
+
+def _write_draw(trace: Trace, draw: Array, kernel_state: Any) -> Trace:
+    """Kept draw ``draw`` written into row ``draw`` of the buffers (in place when they are donated)."""
+    return Trace(
+        jax.lax.dynamic_update_index_in_dim(trace.position, kernel_state.position.astype(trace.position.dtype),
+                                            draw, 0),
+        jax.lax.dynamic_update_index_in_dim(trace.logdensity,
+                                            kernel_state.logdensity.astype(trace.logdensity.dtype), draw, 0))
+
+
+def _check_trace(trace: Trace, num_draws: int, position: Array) -> None:
+    expected = ((num_draws,) + position.shape, (num_draws, position.shape[0]))
+    got = (tuple(trace.position.shape), tuple(trace.logdensity.shape))
+    if got != expected:
+        raise ValueError(f"trace must have shapes {expected} (num_draws, C, D) and (num_draws, C), got {got}")
+
+
 def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
         num_draws: int, thin: int = 1, trace: Trace | None = None) -> tuple[EngineState, Trace, RunStats]:
     """Advance all chains by ``num_draws * thin`` transitions, keeping every ``thin``-th.
 
     Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_draws`` and ``thin``
-    are static). Only kept draws are stored: memory is ``O(num_draws · C · D)``
+    are static; ``num_draws`` and ``thin`` are ints >= 1, else a ValueError before
+    tracing). Only kept draws are stored: memory is ``O(num_draws · C · D)``
     whatever ``thin`` is. The per-step keys ``fold_in(rng_key, t)`` are derived
-    for the whole run in one batched call before the scan.
+    for the whole run in one batched call before the scan. ``rng_key``: a
+    ``jax.random.key`` or an int seed (as :func:`jaxprobe.sample` takes).
 
     ``trace``: optional buffers to write the kept draws into, ``position``
     ``(num_draws, C, D)`` and ``logdensity`` ``(num_draws, C)`` (their contents are
@@ -116,6 +177,11 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
     at ``thin=1`` (page faults of a new buffer on every call). Without it, the
     scan stacks the draws into a new buffer.
 
+    Parameters that change between calls (a model trained in the same loop) belong in
+    ``logdensity_fn``'s closure only if the state is rebuilt with :func:`init` after each change:
+    ``state`` caches the log density (and its gradient) at the chains' positions, which the next
+    accept test compares against. Pass changing parameters through :func:`refresh` instead.
+
     Returns
     -------
     (state, trace, stats)
@@ -123,52 +189,74 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
         ``(draw, chain, D)`` (``trace.chain_major()`` gives ``(chain, draw, D)``);
         and per-chain sums over all transitions.
     """
-    position = state.kernel_state.position
+    rng_key = canonicalize_key(rng_key)
     if trace is not None:
-        expected = ((num_draws,) + position.shape, (num_draws, position.shape[0]))
-        got = (tuple(trace.position.shape), tuple(trace.logdensity.shape))
-        if got != expected:
-            raise ValueError(f"trace must have shapes {expected} (num_draws, C, D) and (num_draws, C), got {got}")
-    stats0 = RunStats.zeros(position.shape[0], position.dtype)
-    steps = state.step + jnp.arange(num_draws * thin, dtype=jnp.int32).reshape(num_draws, thin)
-    step_keys = jax.vmap(jax.vmap(lambda t: jax.random.fold_in(rng_key, t)))(steps)
+        _check_trace(trace, num_draws, state.kernel_state.position)
+        state, trace, _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
+                                             lambda buffers, draw, ks: (_write_draw(buffers, draw, ks), None), trace)
+        return state, trace, stats
+    state, _, (positions, logdensities), stats = _scan_draws(
+        rng_key, state, kernel, logdensity_fn, num_draws, thin,
+        lambda carry, draw, ks: (carry, (ks.position, ks.logdensity)), None)
+    return state, Trace(positions, logdensities), stats
 
-    def transition(carry, step_key):
-        state, stats = carry
-        kernel_state, info = kernel.step(step_key, state.kernel_state, state.parameters, logdensity_fn)
-        return (EngineState(kernel_state, state.parameters, state.step + 1), stats.add(info)), None
 
-    def advance(carry, keys):
-        if thin == 1:
-            carry, _ = transition(carry, keys[0])
-        else:
-            carry, _ = jax.lax.scan(transition, carry, keys)
-        return carry
+def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
+                  num_draws: int, thin: int, monitor: streaming.Monitor, monitored: Any, first_draw: Array,
+                  trace: Trace | None = None, keep_draws: bool = True
+                  ) -> tuple[EngineState, Trace | None, RunStats, Any]:
+    """:func:`run` that also folds every kept draw into ``monitored`` (the verdict's statistics and the
+    observables of :mod:`jaxprobe.engine.streaming`) inside the scan: nothing is computed after the run
+    from the draws, and with ``keep_draws=False`` no draw is stored (memory ``O(C·D)``).
 
-    if trace is None:
-        def one_draw(carry, keys):
-            carry = advance(carry, keys)
-            kernel_state = carry[0].kernel_state
-            return carry, (kernel_state.position, kernel_state.logdensity)
+    ``monitored``: :func:`jaxprobe.engine.streaming.init_stats` or the value a previous chunk returned;
+    ``first_draw``: the index in the whole run of this call's first kept draw (``monitor.num_draws`` is
+    the whole run's). Returns ``(state, trace or None, stats, monitored)``.
+    """
+    _check_draws(num_draws, thin)
+    fold = lambda carry, draw, ks: streaming.fold_draw(monitor, carry, first_draw + draw, ks.position,  # noqa: E731
+                                                       ks.logdensity)
+    if trace is not None:
+        _check_trace(trace, num_draws, state.kernel_state.position)
 
-        (state, stats), (positions, logdensities) = jax.lax.scan(one_draw, (state, stats0), step_keys)
-        return state, Trace(positions, logdensities), stats
+        def on_draw(carry, draw, ks):
+            buffers, monitored = carry
+            return (_write_draw(buffers, draw, ks), fold(monitored, draw, ks)), None
 
-    def one_draw_into(carry, inputs):
-        keys, index = inputs
-        carry, buffers = carry
-        carry = advance(carry, keys)
-        kernel_state = carry[0].kernel_state
-        buffers = Trace(
-            jax.lax.dynamic_update_index_in_dim(buffers.position, kernel_state.position.astype(buffers.position.dtype),
-                                                index, 0),
-            jax.lax.dynamic_update_index_in_dim(buffers.logdensity,
-                                                kernel_state.logdensity.astype(buffers.logdensity.dtype), index, 0))
-        return (carry, buffers), None
+        state, (trace, monitored), _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
+                                                          on_draw, (trace, monitored))
+        return state, trace, stats, monitored
+    if keep_draws:
+        state, monitored, (positions, logdensities), stats = _scan_draws(
+            rng_key, state, kernel, logdensity_fn, num_draws, thin,
+            lambda carry, draw, ks: (fold(carry, draw, ks), (ks.position, ks.logdensity)), monitored)
+        return state, Trace(positions, logdensities), stats, monitored
+    state, monitored, _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
+                                             lambda carry, draw, ks: (fold(carry, draw, ks), None), monitored)
+    return state, None, stats, monitored
 
-    ((state, stats), trace), _ = jax.lax.scan(one_draw_into, ((state, stats0), trace),
-                                              (step_keys, jnp.arange(num_draws, dtype=jnp.int32)))
-    return state, trace, stats
+
+def canonicalize_key(rng_key: Any) -> PRNGKey:
+    """Accept an int seed, a typed key or a legacy uint32[2] key (also traced, inside a user's jit); return a
+    typed key."""
+    if isinstance(rng_key, (int, np.integer)) and not isinstance(rng_key, bool):
+        return jax.random.key(int(rng_key))
+    if isinstance(rng_key, jax.Array) and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        if rng_key.shape != ():
+            raise ValueError(f"rng_key must be a single key, got a key array of shape {rng_key.shape}")
+        return rng_key
+    array = np.asarray(rng_key) if not isinstance(rng_key, jax.Array) else rng_key
+    if array.dtype == np.uint32 and array.shape == (2,):
+        return jax.random.wrap_key_data(jnp.asarray(array))
+    raise TypeError(f"rng_key must be an int seed or a jax.random.key, got {type(rng_key).__name__}")
+
+
+def refresh(state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity) -> EngineState:
+    """``state`` with its cached log density (and gradient) recomputed for ``logdensity_fn``, keeping the
+    positions, parameters and step counter. Call it whenever the log density changed since ``state`` was
+    made (the parameters of a model trained between sampling steps): the accept test compares a proposal
+    with the cached value, so a stale one biases every step after the change."""
+    return EngineState(kernel.init(state.kernel_state.position, logdensity_fn), state.parameters, state.step)
 
 
 # ---------------------------------------------------------------- warmup
@@ -257,6 +345,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
     Step ``t`` uses ``fold_in(rng_key, t)`` with ``t`` the global warmup step, so
     warmup in chunks equals warmup in one piece.
     """
+    rng_key = canonicalize_key(rng_key)
     target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
     da_init, da_update, _ = dual_averaging_adaptation(target)
     numerics = numerics_of(kernel)
@@ -350,10 +439,24 @@ def adapt(rng_key: PRNGKey, state: EngineState, adaptation: Adaptation, logdensi
     Pure and jit-able (``adaptation``, ``logdensity_fn`` and ``num_steps`` static). Returns the
     adapted engine state (step counter reset to 0) and the warmup statistics ``(C,)``.
     """
+    rng_key = canonicalize_key(rng_key)
     schedule = jax.tree.map(jnp.asarray, adaptation.schedule(num_steps))
     adaptation_state = adaptation.init(state, logdensity_fn)
     adaptation_state, stats = adaptation.update(rng_key, adaptation_state, logdensity_fn, schedule)
     return adaptation.final(adaptation_state), stats
+
+
+def prepare(rng_key: PRNGKey, state: EngineState, kernel: Kernel, logdensity_fn: FlatLogDensity, num_steps: int,
+            adapt: bool = True, target_acceptance_rate: float | None = None, shared: bool = False) -> EngineState:
+    """The warmup of a run in one piece, as :func:`jaxprobe.sample` makes it in chunks: ``adapt`` the
+    kernel's parameters (:func:`warmup`), or with given parameters (``adapt=False``) ``num_steps`` of burn-in
+    whose draws are discarded. Either way the step counter restarts at 0 for sampling."""
+    if num_steps == 0:
+        return state
+    if adapt:
+        return warmup(rng_key, state, kernel, logdensity_fn, num_steps, target_acceptance_rate, shared)[0]
+    state, _, _ = run(rng_key, state, kernel, logdensity_fn, 1, num_steps)
+    return EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
 
 
 def warmup(rng_key: PRNGKey, state: EngineState, kernel: Kernel, logdensity_fn: FlatLogDensity, num_steps: int,

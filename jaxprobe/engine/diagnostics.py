@@ -1,27 +1,48 @@
-"""Rank-normalized split R̂ and bulk ESS of many cells at once, on the host (NumPy/SciPy).
+"""Rank-normalized split R̂, bulk and tail ESS, and R̂ from moments (plain split and nested).
 
-The same estimators as :func:`blackjax.diagnostics.rhat` and
-:func:`blackjax.diagnostics.ess_bulk` (Vehtari, Gelman, Simpson, Carpenter &
-Bürkner 2021, "Rank-normalization, folding, and localization: an improved R̂",
-Eqs. 4–5 for split R̂ with rank normalization (Eq. 14, Blom's plotting
-position), Eq. 10 with Geyer's initial monotone sequence for the ESS), vectorized
-over a leading cell axis and a trailing coordinate axis.
+The estimators of Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021,
+"Rank-normalization, folding, and localization: an improved R̂" (split R̂,
+Eqs. 4–5; rank normalization with Blom's offsets, Eq. 14; ESS with Geyer's
+initial monotone sequence, Eq. 10; tail ESS, Sec. 4.3), the same numbers as
+:func:`blackjax.diagnostics.rhat` / :func:`blackjax.diagnostics.ess_bulk` and (but
+for two edge cases of Geyer's sequence: where it never turns non-positive ArviZ
+ends it two lags early, and BlackJAX also makes the last even term monotone)
+ArviZ's ``rhat(method="rank")`` / ``ess(method="bulk" | "tail")``; and nested R̂
+(Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari & Gelman 2024, "Nested R̂").
 
-Used by :func:`jaxprobe.engine.verdict.assess` (one cell: a run's chains) and by
-the sweeps (many cells at once). Why not inside the compiled sweep program: rank normalization needs a sort of
-every coordinate's pooled draws, and XLA:CPU's sort is slow (the sweep program of
-16 cells × 64 chains × 100 draws × 31 coordinates spent 3 s of its 3.3 s in the
-sorts of R̂/ESS, against 0.3 s for all of its MCMC). NumPy sorts the same data in
-milliseconds, so the sweep computes diagnostics here after the program returns.
+Where each runs. A run's verdict folds every draw into per-chain moments on the
+device (:mod:`jaxprobe.engine.streaming`); :func:`rhat_from_moments` and
+:func:`nested_rhat` turn them into R̂ there (``xp=jax.numpy``) or on the host
+(``xp=numpy``). The rank-normalized statistics sort every value of a quantity at
+once, so they run on a bounded subset of the draws (at most 4096 values per
+quantity), on the host in NumPy (:func:`rank_diagnostics`, vectorized over a
+leading cell axis): a few milliseconds, where XLA takes 3–7 s to compile the same
+sorts, FFTs and running minima for every new shape (measured on XLA:CPU, against
+a JAX version with an exact radix-sort ranking that ran at NumPy's speed once
+compiled), which every run of a new size would pay.
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
 import numpy as np
 from scipy.fft import next_fast_len
 from scipy.special import ndtri
 
-__all__ = ["rhat_ess_bulk", "split_gelman_rubin"]
+__all__ = ["RankDiagnostics", "nested_rhat", "rank_diagnostics", "rhat_ess_bulk", "rhat_from_moments",
+           "split_gelman_rubin"]
+
+
+class RankDiagnostics(NamedTuple):
+    """Convergence diagnostics of K quantities in each cell (each ``(cells, K)``), from :func:`rank_diagnostics`."""
+
+    rhat_bulk: np.ndarray  #: rank-normalized split R̂
+    rhat_folded: np.ndarray  #: rank-normalized split R̂ of the draws folded about their median
+    rhat: np.ndarray  #: the larger of the two (what Stan, ArviZ and BlackJAX report as R̂)
+    ess_bulk: np.ndarray  #: ESS of the rank-normalized split draws
+    ess_tail: np.ndarray  #: the smaller ESS of the 5% and 95% quantile indicators
 
 
 def _split_chains(draws: np.ndarray) -> np.ndarray:
@@ -64,14 +85,7 @@ def _rank_normalize(draws: np.ndarray) -> np.ndarray:
 
 def _potential_scale_reduction(draws: np.ndarray) -> np.ndarray:
     """Gelman–Rubin R̂ of (cells, M, N, K) → (cells, K)."""
-    return _scale_reduction_from_moments(draws.mean(axis=2), draws.var(axis=2, ddof=1), draws.shape[2])
-
-
-def _scale_reduction_from_moments(chain_mean: np.ndarray, chain_var: np.ndarray, num: int) -> np.ndarray:
-    """Gelman–Rubin R̂ (cells, K) from each chain's mean and variance (cells, M, K) over ``num`` draws."""
-    between = num * chain_mean.var(axis=1, ddof=1)
-    within = chain_var.mean(axis=1)
-    return np.sqrt((between / within + num - 1) / num)
+    return rhat_from_moments(draws.mean(axis=2), draws.var(axis=2, ddof=1), draws.shape[2], xp=np)
 
 
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
@@ -119,36 +133,6 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     return np.where(np.any(np.isnan(draws), axis=(1, 2)), np.nan, ess)
 
 
-def rhat_ess_bulk(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rank-normalized split R̂ (max of bulk and folded) and bulk ESS of each cell and coordinate.
-
-    Parameters
-    ----------
-    draws
-        ``(cells, chains, draws, K)``: K scalar quantities per draw (e.g. the
-        coordinates and G(x)). At least 2 chains and 4 draws.
-
-    Returns
-    -------
-    (rhat, ess_bulk)
-        Each ``(cells, K)``, float64. A coordinate that never changes has NaN
-        R̂ and ESS 0, as in BlackJAX.
-    """
-    draws = np.asarray(draws)
-    if draws.ndim != 4 or draws.shape[2] < 4:
-        raise ValueError(f"draws must have shape (cells, chains, draws >= 4, K), got {draws.shape}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        split = _split_chains(draws)  # ranks on the draws' own dtype (as BlackJAX does), statistics in float64
-        normalized = _rank_normalize(split)
-        bulk = _potential_scale_reduction(normalized)
-        cells, chains, num, k = split.shape
-        median = np.median(split.reshape(cells, chains * num, k), axis=1)
-        folded = _potential_scale_reduction(_rank_normalize(np.abs(split - median[:, None, None, :])))
-        rhat = np.maximum(bulk, folded)
-        ess = _effective_sample_size(normalized)
-    return rhat, ess
-
-
 def split_gelman_rubin(draws: np.ndarray) -> np.ndarray:
     """Split R̂ of (chains, draws, K) → (K,) on the raw values, without rank normalization.
 
@@ -173,4 +157,119 @@ def split_gelman_rubin(draws: np.ndarray) -> np.ndarray:
             means.append(mean[:, 0])
         chain_mean = np.concatenate(means, axis=0)[None].astype(np.float64)
         chain_var = np.concatenate(variances, axis=0)[None].astype(np.float64)
-        return _scale_reduction_from_moments(chain_mean, chain_var, half)[0]
+        return rhat_from_moments(chain_mean, chain_var, half, xp=np)[0]
+
+
+def rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
+    """Rank-normalized split R̂ (bulk, folded and their max), bulk ESS and tail ESS of each cell and quantity.
+
+    The tail ESS is the smaller ESS of the indicators I(x ≤ q₀.₀₅) and I(x ≤ q₀.₉₅) of the split chains
+    (Vehtari et al. 2021, Sec. 4.3; ArviZ's ``ess(method="tail")``, NumPy's linear quantiles).
+
+    Parameters
+    ----------
+    draws
+        ``(cells, chains, draws >= 4, K)``.
+
+    Returns
+    -------
+    RankDiagnostics
+        Each field ``(cells, K)``, float64. A quantity that never changes has NaN R̂ and ESS 0; one holding
+        a NaN has NaN everywhere.
+    """
+    draws = np.asarray(draws)
+    if draws.ndim != 4 or draws.shape[2] < 4:
+        raise ValueError(f"draws must have shape (cells, chains, draws >= 4, K), got {draws.shape}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        split = _split_chains(draws)  # ranks on the draws' own dtype (as BlackJAX does), statistics in float64
+        normalized = _rank_normalize(split)
+        bulk = _potential_scale_reduction(normalized)
+        cells, chains, num, k = split.shape
+        pooled = split.reshape(cells, chains * num, k)
+        median = np.median(pooled, axis=1)
+        folded = _potential_scale_reduction(_rank_normalize(np.abs(split - median[:, None, None, :])))
+        low, high = np.quantile(pooled, [0.05, 0.95], axis=1)
+        ess_tail = np.minimum(*(_effective_sample_size((split <= q[:, None, None, :]).astype(np.float64))
+                                for q in (low, high)))
+        has_nan = np.any(np.isnan(split), axis=(1, 2))
+        ess_tail = np.where(has_nan, np.nan, ess_tail)
+        return RankDiagnostics(bulk, folded, np.maximum(bulk, folded), _effective_sample_size(normalized), ess_tail)
+
+
+def rhat_ess_bulk(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rhat, ess_bulk)`` of :func:`rank_diagnostics`: rank-normalized split R̂ (max of bulk and folded) and
+    bulk ESS, each ``(cells, K)``. ``draws`` ``(cells, chains, draws >= 4, K)``."""
+    result = rank_diagnostics(draws)
+    return result.rhat, result.ess_bulk
+
+
+def rhat_from_moments(chain_mean: Any, chain_var: Any, num_draws: Any, *,
+                      xp: Any = jnp) -> Any:
+    """Gelman–Rubin R̂ from each chain's moments (Vehtari et al. 2021, Eqs. 4–5 when the chains are halves).
+
+    R̂ = sqrt((N − 1)/N + B/(N·W)) with B = N·var(chain means) (ddof 1) and W = mean(chain variances).
+
+    Parameters
+    ----------
+    chain_mean, chain_var
+        ``(..., M, K)``: each chain's mean and variance (ddof 1) of K quantities over ``num_draws`` draws
+        (leading axes: cells). Pass the moments of half-chains for split R̂.
+    num_draws
+        N, the draws per chain (an int or a traced scalar).
+    xp
+        The array namespace: ``jax.numpy`` (default; jit-able) or ``numpy`` (on the host, nothing compiled).
+
+    Returns
+    -------
+    array
+        ``(..., K)``; NaN where no chain varies.
+    """
+    between = num_draws * xp.var(chain_mean, axis=-2, ddof=1)
+    within = xp.mean(chain_var, axis=-2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.sqrt((between / within + num_draws - 1) / num_draws)
+
+
+def nested_rhat(chain_mean: Any, chain_var: Any, num_draws: Any,
+                num_superchains: int, *, xp: Any = jnp) -> Any:
+    """Nested R̂ of many short chains grouped in superchains (Margossian, Hoffman, Sountsov, Riou-Durand,
+    Vehtari & Gelman 2024, "Nested R̂").
+
+    nR̂ = sqrt(1 + B/W): B is the variance (ddof 1) of the superchain means; W is the mean over superchains of
+    the variance (ddof 1) of their chains' means (0 with one chain per superchain) plus their chains' mean
+    within-chain variance (0 with one draw per chain). The paper's threshold for convergence is nR̂ < 1.01
+    (δ = 0.01).
+
+    Parameters
+    ----------
+    chain_mean, chain_var
+        ``(C, K)``: each chain's mean and variance (ddof 1) of K quantities over ``num_draws`` draws.
+    num_draws
+        Draws per chain (an int or a traced scalar).
+    num_superchains
+        S >= 2 (static): superchain s holds chains s·C/S, ..., (s + 1)·C/S − 1 (e.g. those started from one
+        initial point).
+    xp
+        The array namespace: ``jax.numpy`` (default; jit-able) or ``numpy``.
+
+    Returns
+    -------
+    array
+        ``(K,)``.
+
+    Raises
+    ------
+    ValueError
+        If C is not a multiple of S or S < 2.
+    """
+    chain_mean, chain_var = xp.asarray(chain_mean), xp.asarray(chain_var)
+    chains = chain_mean.shape[0]
+    if num_superchains < 2 or chains % num_superchains:
+        raise ValueError(f"{chains} chains do not form {num_superchains} >= 2 superchains of equal size")
+    grouped_mean = chain_mean.reshape(num_superchains, chains // num_superchains, -1)
+    grouped_var = chain_var.reshape(grouped_mean.shape)
+    between = xp.var(grouped_mean.mean(axis=1), axis=0, ddof=1)
+    between_chains = xp.var(grouped_mean, axis=1, ddof=1) if grouped_mean.shape[1] > 1 else 0.0
+    within_chains = xp.where(num_draws > 1, grouped_var.mean(axis=1), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.sqrt(1.0 + between / xp.mean(between_chains + within_chains, axis=0))

@@ -13,6 +13,7 @@ import numpy as np
 from blackjax import diagnostics as blackjax_diagnostics
 
 from jaxprobe._io import atomic_write
+from jaxprobe.engine.streaming import Observed
 from jaxprobe.engine.verdict import Verdict, _decode_float, _encode_float, assess
 from jaxprobe.types import ArrayTree
 
@@ -97,9 +98,10 @@ class Samples:
     Attributes
     ----------
     positions
-        Array or pytree; every leaf has axes ``(chain, draw, *event_shape)``.
+        Array or pytree; every leaf has axes ``(chain, draw, *event_shape)``; ``None`` when the
+        run kept no draws (``keep_draws=False``).
     logdensity
-        ``(chain, draw)`` log density of each kept draw.
+        ``(chain, draw)`` log density of each kept draw (``None`` without kept draws).
     acceptance_rate
         ``(chain,)`` mean Metropolis acceptance probability over all sampling
         transitions (thinned-away ones included).
@@ -130,6 +132,10 @@ class Samples:
     evidence_path
         ``{"temperature", "log_evidence", "log_evidence_se"}``, each ``(K,)``:
         ``log Z`` along the tempering path, or ``None``.
+    observables
+        ``{name: Observed}`` for the ``observables=`` of the run: ``.mean``, ``.mcse`` (the
+        Monte-Carlo standard error, batch means over chains and draws) and
+        ``.per_chain_mean`` ``(C, ...)``, accumulated on the device as the run went; or ``None``.
     numerics
         The numerics policy of the run, ``"reproducible"`` or ``"fast"``
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
@@ -157,17 +163,29 @@ class Samples:
     log_evidence_se: float | None = None
     evidence_path: dict[str, np.ndarray] | None = None
     numerics: str | None = None
+    observables: dict[str, Observed] | None = None
 
     @property
     def num_chains(self) -> int:
-        return int(self.logdensity.shape[0])
+        return int(np.shape(self.acceptance_rate)[0])
 
     @property
     def num_draws(self) -> int:
+        """Kept draws per chain (also without kept draws: the run's, from its verdict)."""
+        if self.logdensity is None:
+            return int(self.verdict.num_draws) if self.verdict is not None else 0
         return int(self.logdensity.shape[1])
+
+    def _draws(self, what: str) -> None:
+        """Refuse ``what`` by name when the run kept no draws (``keep_draws=False``)."""
+        if self.positions is None:
+            raise ValueError(f"{what} needs the draws, and this run kept none (keep_draws=False): its verdict and "
+                             "observables are in samples.verdict and samples.observables; sample again with "
+                             "keep_draws=True for the draws")
 
     def flat_positions(self) -> tuple[np.ndarray, tuple[str, ...]]:
         """All coordinates as one ``(chain, draw, K)`` array and their names, e.g. ``x[3]``."""
+        self._draws("flat_positions")
         columns, names = [], []
         leaves = _leaf_paths(self.positions)
         for path, leaf in leaves:
@@ -209,6 +227,7 @@ class Samples:
         """A fresh :class:`~jaxprobe.engine.verdict.Verdict` of these draws: :func:`~jaxprobe.engine.verdict.assess`
         with ``options`` (``rhat_threshold``, ``min_ess``, ``max_coordinates``). ``samples.verdict`` holds the
         one computed when the run finished."""
+        self._draws("diagnostics()")
         return assess(self, **options)
 
     def to_numpy(self) -> dict[str, Any]:
@@ -225,7 +244,7 @@ class Samples:
         """
         path = os.fspath(path)
         leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(self.positions)]
-        structure = _encode_structure(self.positions, [0])
+        structure = None if self.positions is None else _encode_structure(self.positions, [0])
         header = {
             "format_version": _FORMAT_VERSION,
             "structure": structure,
@@ -239,11 +258,16 @@ class Samples:
             "log_evidence_se": _encode_float(self.log_evidence_se),
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
+            "observables": {name: int(value.num_batches) for name, value in (self.observables or {}).items()},
         }
         arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
         for name in ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
                      "num_gradient_evaluations"):
-            arrays[name] = np.asarray(getattr(self, name))
+            if getattr(self, name) is not None:
+                arrays[name] = np.asarray(getattr(self, name))
+        for i, value in enumerate((self.observables or {}).values()):
+            for field in ("mean", "mcse", "per_chain_mean"):
+                arrays[f"observable_{i}.{field}"] = np.asarray(getattr(value, field))
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
         for i, key in enumerate(self.evidence_path or {}):
@@ -264,9 +288,13 @@ class Samples:
             leaves = [data[f"position_{i}"] for i in range(count)]
             path_keys = header.get("evidence_path")
             verdict = header.get("verdict")
+            observables = {
+                name: Observed(*(data[f"observable_{i}.{field}"] for field in ("mean", "mcse", "per_chain_mean")),
+                               num_batches)
+                for i, (name, num_batches) in enumerate(header.get("observables", {}).items())} or None
             return cls(
-                positions=_decode_structure(header["structure"], leaves),
-                logdensity=data["logdensity"],
+                positions=None if header["structure"] is None else _decode_structure(header["structure"], leaves),
+                logdensity=data["logdensity"] if "logdensity" in data.files else None,
                 acceptance_rate=data["acceptance_rate"],
                 step_size=data["step_size"],
                 num_divergent=data["num_divergent"],
@@ -283,10 +311,12 @@ class Samples:
                 evidence_path=None if path_keys is None else {
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
                 numerics=header.get("numerics"),
+                observables=observables,
             )
 
     def to_arviz(self):
         """An ``arviz.InferenceData`` (needs the optional ``arviz`` package)."""
+        self._draws("to_arviz")
         try:
             import arviz
         except ImportError as error:  # pragma: no cover - depends on the environment

@@ -1,22 +1,41 @@
 """A verdict on every run: did the chains converge, and if not, what to do next.
 
-:func:`assess` looks at a :class:`~jaxprobe.engine.samples.Samples` on the host
-(NumPy, no compilation) and returns a :class:`Verdict`; :func:`report` turns a
-verdict into a :class:`ConvergenceWarning`, a :class:`ConvergenceError` or
-nothing, following the ``convergence="warn" | "error" | "ignore"`` policy of the
-public calls.
+The numbers are computed on the device, mostly while the run goes: every kept draw is
+folded into per-chain statistics inside the compiled scan (:mod:`jaxprobe.engine.streaming`),
+and :func:`jaxprobe.engine.streaming.finalize` turns them into R̂, ESS and the drift test
+at the end, so the verdict needs no second copy of the draws and no host pass over them.
+:func:`verdict_from_statistics` phrases those numbers as a :class:`Verdict` (problems with
+their next steps); :func:`assess` does the same for finished draws (``Samples.diagnostics()``);
+:func:`report` turns a verdict into a :class:`ConvergenceWarning`, a
+:class:`ConvergenceError` or nothing, following the ``convergence="warn" | "error" |
+"ignore"`` policy of the public calls.
 
 The checks
 ----------
 R̂ (cross-chain agreement)
     Rank-normalized split R̂, the larger of the bulk and folded versions (Vehtari,
     Gelman, Simpson, Carpenter & Bürkner 2021), of up to ``max_coordinates``
-    position coordinates and of the log density, computed by
-    :func:`jaxprobe.engine.diagnostics.rhat_ess_bulk`. Its default threshold
-    depends on the number of chains C (see "Thresholds").
-Bulk ESS
+    position coordinates and of the log density (:func:`jaxprobe.engine.diagnostics.rank_diagnostics`).
+    Its default threshold depends on the number of chains C (see "Thresholds").
+    Rank normalization sorts all values of a coordinate at once, so it is computed on
+    a bounded subset of the draws: at most :data:`~jaxprobe.engine.streaming.DIAGNOSTIC_CHAINS`
+    evenly spaced chains and every stride-th draw, at most
+    :data:`~jaxprobe.engine.streaming.DIAGNOSTIC_VALUES` values per coordinate (the
+    notes say so when the subset is smaller than the run). Beside it, plain split R̂
+    over every coordinate, every chain and every draw (``max_split_rhat``) chooses
+    which coordinates the rank-normalized statistics look at, and nested R̂
+    (Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari & Gelman 2022;
+    ``nested_rhat``) is reported for runs of at least 64 chains, grouped into up to
+    16 superchains of consecutive chains. Nested R̂ is made for many short chains
+    that start from a common point per superchain; jaxprobe's chains start
+    independently, where it measures the same disagreement as split R̂ with fewer
+    degrees of freedom, so the verdict's criterion stays the rank-normalized split R̂
+    at every C (with the C-dependent threshold below, which plays the part nested
+    R̂'s threshold plays for many chains), and nested R̂ is a number to read beside it.
+Bulk and tail ESS
     The smallest bulk effective sample size over the same coordinates must reach
-    ``min_ess`` (default ``100 · min(C, 4)``).
+    ``min_ess`` (default ``100 · min(C, 4)``); the smallest tail ESS (of the 5% and
+    95% quantiles) is reported as ``min_ess_tail``.
 Frozen chains
     Chains whose acceptance rate is exactly 0 never moved.
 Divergences
@@ -102,7 +121,10 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxprobe.engine.diagnostics import rhat_ess_bulk, split_gelman_rubin
+from jaxprobe.engine import streaming
+from jaxprobe.engine.streaming import (DEFAULT_MAX_COORDINATES, DIFFUSION_RATIO, FLAT_TOLERANCE,  # noqa: F401
+                                       MIN_CHAINS_FOR_SPREAD, MIN_DRAWS_FOR_DIFFUSION, MIN_DRAWS_FOR_RHAT,
+                                       SPREAD_GROWTH)
 
 if TYPE_CHECKING:  # pragma: no cover
     from jaxprobe.engine.samples import Samples
@@ -127,14 +149,6 @@ ESS_PER_CHAIN = 100
 ESS_CHAINS_CAP = 4
 MAX_NONFINITE_FRACTION = 0.01
 RUNAWAY_BOUND = 1e6
-DIFFUSION_RATIO = 3.0
-SPREAD_GROWTH = 2.0
-MIN_DRAWS_FOR_RHAT = 4
-MIN_DRAWS_FOR_DIFFUSION = 16
-MIN_CHAINS_FOR_SPREAD = 16
-MAX_DIAGNOSTIC_VALUES = 2**21  # draws per coordinate that R-hat, ESS and drift look at (see assess)
-DEFAULT_MAX_COORDINATES = 64
-_FLAT_TOLERANCE = 1e-6
 
 
 class ConvergenceWarning(UserWarning):
@@ -165,7 +179,7 @@ def _decode_float(value: Any) -> float | None:
 
 
 _FLOAT_FIELDS = ("max_rhat", "rhat_threshold", "min_ess_bulk", "min_ess_threshold", "nonfinite_fraction",
-                 "max_abs_position")
+                 "max_abs_position", "min_ess_tail", "max_split_rhat", "nested_rhat")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +217,13 @@ class Verdict:
         coordinates with the largest R̂ and the smallest ESS.
     max_abs_position
         Largest |x| in the last quarter of the draws over all coordinates (NaN ignored).
+    min_ess_tail
+        Smallest tail ESS (of the 5% and 95% quantiles' indicators) over the checked coordinates.
+    max_split_rhat
+        Largest plain (not rank-normalized) split R̂ over every coordinate, all chains and all draws.
+    nested_rhat
+        Largest nested R̂ (Margossian et al. 2022) over every coordinate, for runs of at least 64
+        chains grouped into superchains (see the module docs); reported, not a criterion.
     notes
         What was not checked and why (not problems).
     """
@@ -226,6 +247,9 @@ class Verdict:
     worst_ess_coordinate: str | None = None
     max_abs_position: float | None = None
     notes: tuple[str, ...] = ()
+    min_ess_tail: float | None = None
+    max_split_rhat: float | None = None
+    nested_rhat: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (non-finite floats as ``"nan"`` / ``"inf"`` strings); :meth:`from_dict` inverts it."""
@@ -314,89 +338,32 @@ def report(verdict: Verdict, policy: str = "warn", stacklevel: int = 2) -> Verdi
 # ------------------------------------------------------------------ coordinates
 
 
-class _Columns:
-    """The position leaves as ``(chain, draw, size)`` views, with coordinate names like ``Samples.summary``."""
+class CoordinateNames:
+    """Names of the flat coordinates of a position pytree, as ``Samples.summary`` gives them (``x[3]``,
+    ``['a'][0,1]``), from the leaves' key paths and event shapes."""
 
-    def __init__(self, positions: Any, num_chains: int, num_draws: int):
-        self.leaves, self.bases, self.shapes, self.starts = [], [], [], []
-        start = 0
-        for path, leaf in jax.tree_util.tree_flatten_with_path(positions)[0]:
-            leaf = np.asarray(leaf)
-            if leaf.shape[:2] != (num_chains, num_draws):
-                raise ValueError(f"position leaf {jax.tree_util.keystr(path) or 'x'} has shape {leaf.shape}; "
-                                 f"expected ({num_chains}, {num_draws}, ...) like logdensity")
-            self.leaves.append(leaf.reshape(num_chains, num_draws, -1))
-            self.bases.append(jax.tree_util.keystr(path) or "x")
-            self.shapes.append(leaf.shape[2:])
-            self.starts.append(start)
-            start += self.leaves[-1].shape[2]
-        self.dim = start
+    def __init__(self, paths: list[str], event_shapes: list[tuple[int, ...]]):
+        self.bases = [path or "x" for path in paths]
+        self.shapes = [tuple(shape) for shape in event_shapes]
+        sizes = [int(np.prod(shape, dtype=np.int64)) for shape in self.shapes]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.zeros(0, int)
+        self.dim = int(sum(sizes))
 
-    def name(self, index: int) -> str:
+    @classmethod
+    def of_draws(cls, positions: Any) -> "CoordinateNames":
+        """From positions whose leaves have axes ``(chain, draw, *event_shape)``."""
+        items = jax.tree_util.tree_flatten_with_path(positions)[0]
+        return cls([jax.tree_util.keystr(path) for path, _ in items], [np.shape(leaf)[2:] for _, leaf in items])
+
+    def __call__(self, index: int) -> str:
+        if index == self.dim:
+            return "logdensity"
         leaf = int(np.searchsorted(self.starts, index, side="right")) - 1
         shape = self.shapes[leaf]
         if not shape:
             return self.bases[leaf]
         within = np.unravel_index(index - self.starts[leaf], shape)
         return f"{self.bases[leaf]}[{','.join(str(int(i)) for i in within)}]"
-
-    def blocks(self, size: int = 4096):
-        """``(first coordinate index, (C, N, k) block)`` over all coordinates, at most ``size`` at a time."""
-        for start, leaf in zip(self.starts, self.leaves):
-            for offset in range(0, leaf.shape[2], size):
-                yield start + offset, leaf[:, :, offset:offset + size]
-
-    def gather(self, indices: np.ndarray) -> np.ndarray:
-        """``(C, N, len(indices))`` float64 copy of the chosen coordinates."""
-        columns = []
-        for index in indices:
-            leaf = int(np.searchsorted(self.starts, index, side="right")) - 1
-            columns.append(self.leaves[leaf][:, :, index - self.starts[leaf]])
-        return np.stack(columns, axis=-1).astype(np.float64)
-
-
-def _choose_coordinates(columns: _Columns, max_coordinates: int, num_draws: int) -> np.ndarray:
-    """All coordinates if there are few; else half with the largest plain split R̂ (a sort-free screen
-    over every coordinate) and half evenly spaced over the rest."""
-    dim = columns.dim
-    if dim <= max_coordinates:
-        return np.arange(dim)
-    chosen: list[int] = []
-    if num_draws >= MIN_DRAWS_FOR_RHAT and max_coordinates >= 2:
-        screen = np.empty(dim)
-        for start, block in columns.blocks(256):
-            screen[start:start + block.shape[2]] = split_gelman_rubin(block)
-        screen = np.where(np.isnan(screen), -np.inf, screen)
-        chosen = list(np.argsort(-screen, kind="stable")[:max_coordinates // 2])
-    taken = set(int(i) for i in chosen)
-    rest = np.setdiff1d(np.arange(dim), np.asarray(sorted(taken), dtype=int))
-    spaced = rest[np.unique(np.linspace(0, len(rest) - 1, max_coordinates - len(chosen)).round().astype(int))]
-    return np.sort(np.concatenate([np.asarray(chosen, dtype=int), spaced]).astype(int))
-
-
-# ------------------------------------------------------------------ drift
-
-
-def _drift(x: np.ndarray, logdensity: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Per coordinate of ``x`` (C, N, K): whether it drifts like an unconfined random walk (N >= 16), and
-    whether the log density is flat (see the module docs)."""
-    num_draws = x.shape[1]
-    finite_ld = logdensity[np.isfinite(logdensity)]
-    flat = bool(finite_ld.size) and float(np.ptp(finite_ld)) <= _FLAT_TOLERANCE * max(
-        1.0, float(np.abs(np.median(finite_ld))))
-    if num_draws < MIN_DRAWS_FOR_DIFFUSION:
-        return np.zeros(x.shape[2], bool), flat
-    short, long = num_draws // 8, num_draws // 2
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN coordinates: reported as non-finite draws
-        msd_short = np.nanmean((x[:, short:] - x[:, :-short]) ** 2, axis=(0, 1))
-        msd_long = np.nanmean((x[:, long:] - x[:, :-long]) ** 2, axis=(0, 1))
-        moving = (msd_short > 0) & (msd_long >= DIFFUSION_RATIO * msd_short)
-        quarter = num_draws // 4
-        spread_first = np.nanstd(x[:, :quarter], axis=(0, 1))
-        spread_last = np.nanstd(x[:, -quarter:], axis=(0, 1))
-        growing = (spread_last >= SPREAD_GROWTH * spread_first) & (x.shape[0] >= MIN_CHAINS_FOR_SPREAD)
-    return moving & (flat | growing), flat
 
 
 # ------------------------------------------------------------------ assess
@@ -410,9 +377,22 @@ def _finite_or_none(values: np.ndarray, pick) -> tuple[float | None, int | None]
     return float(values[best]), int(best)
 
 
+def _check_thresholds(rhat_threshold: Any, min_ess: Any, max_coordinates: Any) -> None:
+    if isinstance(max_coordinates, bool) or not isinstance(max_coordinates, (int, np.integer)) or max_coordinates < 1:
+        raise ValueError(f"max_coordinates must be an int >= 1, got {max_coordinates!r}")
+    if rhat_threshold is not None and not float(rhat_threshold) >= 1.0:
+        raise ValueError(f"rhat_threshold must be >= 1, got {rhat_threshold!r}")
+    if min_ess is not None and not float(min_ess) >= 0.0:
+        raise ValueError(f"min_ess must be >= 0, got {min_ess!r}")
+
+
 def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: float | None = None,
            max_coordinates: int = DEFAULT_MAX_COORDINATES) -> Verdict:
-    """Judge a run on the host: R̂, bulk ESS, frozen chains, divergences, non-finite values and drift.
+    """Judge finished draws: R̂, bulk and tail ESS, frozen chains, divergences, non-finite values and drift.
+
+    The statistics a run folds in as it goes (:mod:`jaxprobe.engine.streaming`), computed at once from the
+    draws of ``samples`` on the host (:func:`~jaxprobe.engine.streaming.stats_of_draws`), then judged as a
+    run's verdict is: ``Samples.diagnostics()`` recomputes a verdict this way, e.g. with other thresholds.
 
     Parameters
     ----------
@@ -424,10 +404,10 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
         Override the defaults of :func:`default_thresholds` (see the module docs:
         ``100 · min(C, 4)`` and ``√(1 + 2C / min_ess)`` clipped to [1.01, 1.1]).
     max_coordinates
-        At most this many position coordinates enter R̂, ESS and the drift test
-        (images have thousands): if there are more, half are the ones with the
-        largest plain split R̂ over all coordinates (a cheap screen) and half are
-        evenly spaced. The log density is always checked as one more coordinate.
+        At most this many position coordinates enter the rank-normalized R̂, the ESS and the
+        drift test: if there are more, half are the ones with the largest plain split R̂
+        over all draws (computed for every coordinate) and half are evenly spaced. The log
+        density is always checked as one more coordinate.
 
     Returns
     -------
@@ -436,113 +416,115 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
     logdensity = np.asarray(samples.logdensity)
     if logdensity.ndim != 2:
         raise ValueError(f"samples.logdensity must have shape (chain, draw), got {logdensity.shape}")
-    if isinstance(max_coordinates, bool) or not isinstance(max_coordinates, (int, np.integer)) or max_coordinates < 1:
-        raise ValueError(f"max_coordinates must be an int >= 1, got {max_coordinates!r}")
+    _check_thresholds(rhat_threshold, min_ess, max_coordinates)
     num_chains, num_draws = logdensity.shape
-    if rhat_threshold is not None and not float(rhat_threshold) >= 1.0:
-        raise ValueError(f"rhat_threshold must be >= 1, got {rhat_threshold!r}")
-    if min_ess is not None and not float(min_ess) >= 0.0:
-        raise ValueError(f"min_ess must be >= 0, got {min_ess!r}")
+    names = CoordinateNames.of_draws(samples.positions)
+    leaves = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(samples.positions)[0]:
+        leaf = np.asarray(leaf)
+        if leaf.shape[:2] != (num_chains, num_draws):
+            raise ValueError(f"position leaf {jax.tree_util.keystr(path) or 'x'} has shape {leaf.shape}; "
+                             f"expected ({num_chains}, {num_draws}, ...) like logdensity")
+        leaves.append(leaf.reshape(num_chains, num_draws, -1))
+    flat = np.concatenate(leaves, axis=2) if leaves else np.zeros((num_chains, num_draws, 0))
+    monitor = streaming.Monitor(num_chains, names.dim, num_draws, max_coordinates=int(max_coordinates))
+    start_at_target = bool(getattr(samples, "chains_start_at_target", False))
+    statistics = streaming.finalize(streaming.stats_of_draws(flat, logdensity, monitor), monitor, xp=np)
+    return verdict_from_statistics(
+        statistics, monitor, names, acceptance_rate=samples.acceptance_rate,
+        num_divergent=samples.num_divergent, num_nonfinite=samples.num_nonfinite,
+        thin=int(getattr(samples, "thin", 1) or 1), chains_start_at_target=start_at_target,
+        rhat_threshold=rhat_threshold, min_ess=min_ess)
+
+
+def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "streaming.Monitor",
+                            names: CoordinateNames, *, acceptance_rate: Any, num_divergent: Any, num_nonfinite: Any,
+                            thin: int, chains_start_at_target: bool, rhat_threshold: float | None = None,
+                            min_ess: float | None = None) -> Verdict:
+    """Phrase the device's numbers (:func:`jaxprobe.engine.streaming.finalize`, as NumPy) as a :class:`Verdict`:
+    thresholds, problems with their next steps, notes. Host work on ``O(D)`` numbers only."""
+    _check_thresholds(rhat_threshold, min_ess, 1)
+    num_chains, num_draws = monitor.num_chains, monitor.num_draws
     default_rhat, min_ess = default_thresholds(num_chains, None if min_ess is None else float(min_ess))
     rhat_threshold = default_rhat if rhat_threshold is None else float(rhat_threshold)
-    start_at_target = bool(getattr(samples, "chains_start_at_target", False))
     problems: list[str] = []
     notes: list[str] = []
-    all_draws = num_draws
-    transitions = num_chains * num_draws * max(int(getattr(samples, "thin", 1) or 1), 1)
-    positions = samples.positions
-    # Memory stays bounded for long runs (4096 chains x 20,000 draws took 24 GB in rank normalization): the
-    # statistics use every stride-th draw, at most MAX_DIAGNOSTIC_VALUES per coordinate. An ESS of a subset
-    # is a lower bound of the run's, so the verdict only errs on the side of caution.
-    stride = max(1, math.ceil(num_chains * num_draws / MAX_DIAGNOSTIC_VALUES))
-    if stride > 1:
-        positions = jax.tree.map(lambda leaf: np.asarray(leaf)[:, ::stride], positions)
-        logdensity = logdensity[:, ::stride]
-        num_draws = logdensity.shape[1]
-        notes.append(f"R-hat, ESS and drift use every {stride}-th draw ({num_draws} of {all_draws} per chain, "
-                     "to bound memory): the ESS counts those draws only, a lower bound")
-    columns = _Columns(positions, num_chains, num_draws)
+    transitions = num_chains * num_draws * max(int(thin), 1)
 
-    acceptance = np.asarray(samples.acceptance_rate, np.float64).reshape(-1)
+    acceptance = np.asarray(acceptance_rate, np.float64).reshape(-1)
     num_frozen = int(np.sum(acceptance == 0.0))
-    divergent_per_chain = np.asarray(samples.num_divergent).reshape(-1)
+    divergent_per_chain = np.asarray(num_divergent).reshape(-1)
     num_divergent = int(np.sum(divergent_per_chain))
-    num_nonfinite = int(np.sum(np.asarray(samples.num_nonfinite)))
+    num_nonfinite = int(np.sum(np.asarray(num_nonfinite)))
     nonfinite_fraction = num_nonfinite / transitions if transitions else 0.0
+    num_bad_draws = int(statistics.num_nonfinite_draws)
 
-    # Non-finite kept draws and the largest |x| late in the run, over every coordinate.
-    bad_draws = ~np.isfinite(logdensity)
-    quarter = max(1, num_draws // 4)
-    max_abs = 0.0
-    runaway_index = None
-    for start, block in columns.blocks():
-        bad_draws |= ~np.isfinite(block).all(axis=2)
-        late = block[:, -quarter:]
-        with np.errstate(invalid="ignore"):  # fmax / fmin skip NaN
-            late = np.fmax(np.fmax.reduce(late, axis=(0, 1)), -np.fmin.reduce(late, axis=(0, 1)))
-        late = np.where(np.isnan(late), 0.0, late).astype(np.float64)
-        if late.size and late.max() > max_abs:
-            max_abs = float(late.max())
-            runaway_index = start + int(np.argmax(late))
-    num_bad_draws = int(bad_draws.sum())
+    late = np.asarray(statistics.late_max_abs, np.float64)
+    max_abs = float(late.max()) if late.size else 0.0
     runaway = max_abs > RUNAWAY_BOUND
-
-    # The coordinates to check, and the log density as one more.
-    indices = _choose_coordinates(columns, int(max_coordinates), num_draws)
-    names = [columns.name(int(i)) for i in indices] + ["logdensity"]
-    x = columns.gather(indices) if indices.size else np.empty((num_chains, num_draws, 0))
-    if columns.dim > indices.size:
-        notes.append(f"R-hat, ESS and drift were checked on {indices.size} of {columns.dim} position coordinates "
-                     f"(max_coordinates={max_coordinates}) and the log density")
-
-    diffusing, flat = _drift(x, logdensity.astype(np.float64))
+    coordinates = np.asarray(statistics.coordinates)
+    unique = len(set(coordinates.tolist()))
+    chain_indices, stride, num_subset = monitor.plan()
+    if monitor.dim + 1 > unique:
+        notes.append(f"rank-normalized R-hat, ESS and drift were checked on {unique - 1} of {monitor.dim} position "
+                     f"coordinates (max_coordinates={monitor.max_coordinates}: those with the largest plain split "
+                     "R-hat over all draws and evenly spaced ones) and the log density; plain split R-hat covers "
+                     "every coordinate")
+    if num_subset < num_draws or len(chain_indices) < num_chains:
+        notes.append(f"rank-normalized R-hat, ESS and drift use {len(chain_indices)} of {num_chains} chains "
+                     f"(evenly spaced) and every {stride}-th draw ({num_subset} of {num_draws} per chain), at most "
+                     f"{streaming.DIAGNOSTIC_VALUES} values per coordinate: the ESS counts those draws only, a "
+                     "lower bound of the run's")
+    ranked = streaming.rank_statistics(statistics.subset, statistics.logdensity_range, chains_start_at_target)
+    diffusing = ranked.diffusing
+    flat = streaming._is_flat(np.asarray(statistics.logdensity_range, np.float64))
     drifting = bool(runaway or diffusing.any())
 
-    max_rhat = min_ess_bulk = None
+    max_rhat = min_ess_bulk = min_ess_tail = None
     worst_rhat = worst_ess = None
-    if num_draws >= MIN_DRAWS_FOR_RHAT:
-        stacked = np.concatenate([x, logdensity.astype(np.float64)[..., None]], axis=2)
-        rhat, ess = rhat_ess_bulk(stacked[None])
-        rhat, ess = rhat[0], ess[0]
-        if start_at_target:
-            # Chains that start at draws of the target need not mix between modes, so the pooled bulk ESS
-            # (which counts between-chain variance) undercounts them: each chain is its own stationary run,
-            # and the ESS is the sum of the chains' own (split) ESS. Chains that share an SMC ancestor are
-            # correlated at first; the inner moves of the SMC stages and the warmup decorrelate them.
-            ess = np.nansum(rhat_ess_bulk(stacked[:, None])[1], axis=0)
-        finite = np.all(np.isfinite(stacked), axis=(0, 1))
-        constant = finite & np.all(stacked == stacked[:1, :1], axis=(0, 1))
-        informative = finite & ~constant
-        rhat = np.where(informative, rhat, np.nan)
-        ess = np.where(informative, ess, np.nan)
+    split = np.asarray(statistics.split_rhat, np.float64)
+    nested = np.asarray(statistics.nested_rhat, np.float64)
+    constant = np.asarray(statistics.constant)
+    informative_all = ~constant
+    max_split_rhat, _ = _finite_or_none(np.where(informative_all, split, np.nan), np.argmax)
+    max_nested_rhat, _ = _finite_or_none(np.where(informative_all, nested, np.nan), np.argmax)
+    if num_subset >= MIN_DRAWS_FOR_RHAT:
+        informative = ~constant[coordinates]
+        rhat = np.where(informative, ranked.rhat, np.nan)
+        ess = np.where(informative, ranked.ess_bulk, np.nan)
+        tail = np.where(informative, ranked.ess_tail, np.nan)
         max_rhat, worst = _finite_or_none(rhat, np.argmax)
-        worst_rhat = None if worst is None else names[worst]
+        worst_rhat = None if worst is None else names(int(coordinates[worst]))
         min_ess_bulk, worst = _finite_or_none(ess, np.argmin)
-        worst_ess = None if worst is None else names[worst]
+        worst_ess = None if worst is None else names(int(coordinates[worst]))
+        min_ess_tail, _ = _finite_or_none(tail, np.argmin)
         if constant.any():
-            notes.append(f"{int(constant.sum())} coordinate(s) never changed in any draw "
-                         f"({', '.join(n for n, c in zip(names, constant) if c)[:200]}): left out of R-hat and ESS")
+            constant_names = ", ".join(names(int(i)) for i in np.nonzero(constant)[0][:20])
+            notes.append(f"{int(constant.sum())} coordinate(s) never changed in any draw ({constant_names[:200]}): "
+                         "left out of R-hat and ESS")
         if not informative.any():
             notes.append("no coordinate varies: R-hat and ESS could not be computed")
     else:
-        notes.append(f"R-hat and ESS not checked: {num_draws} draw(s) per chain, they need at least "
+        notes.append(f"R-hat and ESS not checked: {num_subset} draw(s) per chain, they need at least "
                      f"{MIN_DRAWS_FOR_RHAT}")
-    checks_rhat = num_draws >= MIN_DRAWS_FOR_RHAT and not start_at_target
-    if start_at_target:
+    checks_rhat = num_subset >= MIN_DRAWS_FOR_RHAT and not chains_start_at_target
+    if chains_start_at_target:
         notes.append("R-hat is not a criterion: the chains start at draws of the target (sequential Monte "
                      "Carlo), so they need not mix between modes")
+    if max_nested_rhat is not None:
+        notes.append(f"nested R-hat {max_nested_rhat:.4g} ({streaming._superchains(num_chains)} superchains of "
+                     f"{num_chains // streaming._superchains(num_chains)} chains; reported, not a criterion)")
 
-    # Problems, each with its next step.
     if num_bad_draws:
         problems.append(f"{num_bad_draws} kept draw(s) hold NaN or inf (position or log density): the log density "
                         "or the model overflows where the chains go: check it there, or bound the inputs with a "
                         "prior or Box constraints")
     if runaway:
-        problems.append(f"chains drift without bound: |x| reached {max_abs:.3g} ({columns.name(runaway_index)}) "
+        problems.append(f"chains drift without bound: |x| reached {max_abs:.3g} ({names(int(np.argmax(late)))}) "
                         "with no sign of a mode: the target looks improper: add a prior or Box constraints (if "
                         "values this large are legitimate, rescale the parameters to order 1)")
     elif drifting:
-        which = names[int(np.argmax(diffusing))]
+        which = names(int(coordinates[int(np.argmax(diffusing))]))
         problems.append(f"chains drift without settling: {which} keeps spreading like a random walk"
                         + (" on a flat log density" if flat else "")
                         + ": the target looks improper: add a prior or Box constraints (if it is proper, the steps "
@@ -577,23 +559,10 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
                         "faster (nuts, chees)")
 
     return Verdict(
-        converged=not problems,
-        problems=tuple(problems),
-        max_rhat=max_rhat,
-        rhat_threshold=rhat_threshold,
-        min_ess_bulk=min_ess_bulk,
-        min_ess_threshold=min_ess,
-        num_frozen_chains=num_frozen,
-        num_divergent=num_divergent,
-        num_nonfinite=num_nonfinite,
-        drifting=drifting,
-        checks_rhat=checks_rhat,
-        num_chains=num_chains,
-        num_draws=all_draws,
-        nonfinite_fraction=float(nonfinite_fraction),
-        num_coordinates_checked=int(indices.size),
-        worst_rhat_coordinate=worst_rhat,
-        worst_ess_coordinate=worst_ess,
-        max_abs_position=float(max_abs),
-        notes=tuple(notes),
-    )
+        converged=not problems, problems=tuple(problems), max_rhat=max_rhat, rhat_threshold=rhat_threshold,
+        min_ess_bulk=min_ess_bulk, min_ess_threshold=min_ess, num_frozen_chains=num_frozen,
+        num_divergent=num_divergent, num_nonfinite=num_nonfinite, drifting=drifting, checks_rhat=checks_rhat,
+        num_chains=num_chains, num_draws=num_draws, nonfinite_fraction=float(nonfinite_fraction),
+        num_coordinates_checked=unique - 1, worst_rhat_coordinate=worst_rhat, worst_ess_coordinate=worst_ess,
+        max_abs_position=float(max_abs), notes=tuple(notes), min_ess_tail=min_ess_tail,
+        max_split_rhat=max_split_rhat, nested_rhat=max_nested_rhat)

@@ -31,6 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import atomic_write
+from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
 from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize_key, chain_sharding,
@@ -38,11 +39,13 @@ from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.samples import Samples
-from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, assess, check_policy
+from jaxprobe.engine import streaming
+from jaxprobe.engine.diagnostics import rank_diagnostics
+from jaxprobe.engine.verdict import (ConvergenceError, ConvergenceWarning, CoordinateNames, check_policy,
+                                     verdict_from_statistics)
 from jaxprobe.generate import answer
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.question import Question, infer_dim
-from jaxprobe.sweeps.diagnostics import rhat_ess_bulk
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
     classify_axes
 
@@ -51,7 +54,7 @@ __all__ = ["sweep", "SweepProblem", "SweepResult", "read_table", "TABLE_COLUMNS"
 #: Columns of the results table after the grid's own axis columns.
 TABLE_COLUMNS = (
     "status", "error", "acceptance_rate", "step_size", "max_rhat", "min_ess_bulk",
-    "probe_mean", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95", "probe_max",
+    "probe_mean", "probe_mcse", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95", "probe_max",
     "probe_rhat", "probe_ess_bulk", "num_nonfinite", "num_divergent", "seconds", "compile_seconds",
     "group", "samples", "log_evidence", "log_evidence_se", "problems",
 )
@@ -177,10 +180,10 @@ class _FixedProbe:
         return self.probe
 
     def __hash__(self) -> int:
-        return hash(id(self.probe))
+        return hash(self.probe)
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, _FixedProbe) and other.probe is self.probe
+        return isinstance(other, _FixedProbe) and other.probe == self.probe
 
 
 class _Group(NamedTuple):
@@ -188,8 +191,12 @@ class _Group(NamedTuple):
     indices: list[int]  # grid indices of the group's pending cells
 
 
-def _cell_program(build_probe, static_params, batched_axes, settings, problem0, restricted, kernel, dtype, mesh):
-    """The function of ONE cell's traced inputs → its draws and statistics (vmapped over cells by the caller)."""
+def _cell_program(build_probe, static_params, batched_axes, settings, problem0, restricted, kernel, dtype, mesh,
+                  keep_samples, observables=()):
+    """The function of ONE cell's traced inputs → its statistics (and its draws with ``keep_samples``),
+    vmapped over cells by the caller: the run of :func:`jaxprobe.sample` in one piece (init → warmup →
+    :func:`jaxprobe.engine.core.run_monitored` → :func:`jaxprobe.engine.streaming.finalize`), with G(x) as
+    an observable folded in on the device. Without kept samples a cell holds ``O(C·d)`` whatever its draws."""
     num_chains = settings["num_chains"]
     num_samples, num_warmup, thin = settings["num_samples"], settings["num_warmup"], settings["thin"]
     fixed_step = settings["fixed_step_size"]
@@ -199,6 +206,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
     smc = kernel if kernel.starts_at_target else None
     if smc is not None:  # chains start at the particles of a tempered SMC run, then continue with its kernel
         kernel = smc.chains()
+    chains, stride, num_subset = streaming.subset_plan(num_chains, num_samples)
 
     def one_cell(base_key, seed, temperature, step_size, values):
         problem = _as_problem(build_probe(**static_params, **values), problem0.prior, problem0.constraints,
@@ -229,25 +237,22 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
                                              step_size if fixed_step else None)
         state = core.init(kernel, logdensity, z0, parameters)
         initial_logdensity = state.kernel_state.logdensity
-        if num_warmup == 0:
-            pass
-        elif fixed_step:  # burn-in with the given step size, as sample() does
-            state, _, _ = core.run(key_warmup, state, kernel, logdensity, 1, num_warmup)
-            state = core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
-        else:  # the kernel's own adaptation (windowed dual averaging, ChEES, a registered kernel's), in one piece
-            state, _ = core.adapt(key_warmup, state, kernel.adaptation(target, shared), logdensity, num_warmup)
-        state, trace, stats = core.run(key_sampling, state, kernel, logdensity, num_samples, thin)
-
-        x = jax.vmap(jax.vmap(question.to_data))(trace.position)  # (N, C, d), one-hot groups relaxed
-        probe_values = jax.vmap(jax.vmap(question.probe.fn))(x)  # (N, C)
-        chain_major_x = jnp.swapaxes(x, 0, 1)  # (C, N, d)
-        chain_major_probe = jnp.swapaxes(probe_values, 0, 1)
+        state = core.prepare(key_warmup, state, kernel, logdensity, num_warmup, not fixed_step, target, shared)
+        probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
+        in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
+        monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
+        monitored = streaming.init_stats(monitor, dtype)
+        state, trace, stats, (draw_stats, folded) = core.run_monitored(
+            key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
+            jnp.zeros((), jnp.int32), keep_draws=keep_samples)
+        statistics = streaming.finalize(draw_stats, monitor)
+        subset = jnp.swapaxes(draw_stats.subset[:num_subset], 0, 1)[:, :, :num_free]  # (C_sub, S, d) of z
         steps = num_samples * thin
         out = {
             **out,
-            "positions": chain_major_x,
-            "logdensity": jnp.swapaxes(trace.logdensity, 0, 1),
-            "probe": chain_major_probe,
+            "statistics": statistics,
+            "observable_sums": folded,
+            "probe_subset": jax.vmap(jax.vmap(probe_of_z))(subset),
             "initial_logdensity": initial_logdensity,
             "acceptance_rate": stats.acceptance_rate_sum / steps,
             "num_divergent": stats.num_divergent,
@@ -255,10 +260,16 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             "num_gradient_evaluations": stats.num_gradient_evaluations,
             "step_size": jnp.broadcast_to(state.parameters["step_size"], (num_chains,)),
         }
+        if keep_samples:
+            x = jax.vmap(jax.vmap(question.to_data))(trace.position)  # (N, C, d), one-hot groups relaxed
+            out["positions"] = jnp.swapaxes(x, 0, 1)
+            out["logdensity"] = jnp.swapaxes(trace.logdensity, 0, 1)
+            out["probe"] = jnp.swapaxes(jax.vmap(jax.vmap(question.probe.fn))(x), 0, 1)
         if "inverse_mass_matrix" in state.parameters:
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
         return out
 
+    del chains, stride
     return one_cell
 
 
@@ -382,6 +393,8 @@ def sweep(
     convergence: str = "warn",
     checkpoint: str | os.PathLike | None = None,
     numerics: str | None = None,
+    observables: dict[str, Callable] | None = None,
+    keep_draws: bool = True,
 ) -> SweepResult:
     """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
 
@@ -446,7 +459,16 @@ def sweep(
         after the table is written; ``"ignore"`` only marks them.
     keep_samples
         Keep every cell's samples in memory in the result (turn off for big sweeps
-        written to ``out``).
+        written to ``out``, whose cells' files still hold their draws).
+    keep_draws
+        ``False``: no cell keeps a draw, in memory or in ``out`` (its file holds the verdict
+        and the observables): a cell holds ``O(C·d)`` on the device whatever its number of
+        draws. The table's probe mean, its MCSE and R̂ / ESS still come from the statistics
+        folded in on the device; the quantiles of G (which need the draws) are empty.
+    observables
+        ``{"name": fn}`` of one x ``(d,)`` in data space, as for :func:`jaxprobe.generate`:
+        every cell's samples carry ``observables["name"]`` (``.mean``, ``.mcse``); G(x)
+        itself is always folded in (the table's ``probe_mean`` and ``probe_mcse``).
     progress
         A tqdm bar over cells, with chain-steps/s.
     devices
@@ -469,7 +491,8 @@ def sweep(
                            target_acceptance_rate=target_acceptance_rate, prior=prior, constraints=constraints,
                            dim=dim, static=static, sampler_options=sampler_options,
                            cells_per_batch=cells_per_batch, dtype=dtype, convergence=convergence,
-                           checkpoint=checkpoint, numerics=numerics, devices=devices)
+                           checkpoint=checkpoint, numerics=numerics, devices=devices, observables=observables,
+                           keep_draws=keep_draws, keep_samples=keep_samples, out=out)
     table = _SweepTable(plan, out, keep_samples)  # resumes the finished cells found in out
     groups: dict[tuple, list[int]] = {}  # the cells still to run, by the values of their static axes
     for index, cell in enumerate(plan.cells):
@@ -531,17 +554,27 @@ class _SweepPlan:
     dtype: Any
     numerics: str
     devices: Any
+    observables: dict
+    keep_draws: bool  # whether the cells' programs keep their draws (for memory or for out)
 
 
 def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temperature, num_warmup, sampler, thin,
                     seed, step_size, step_size_mode, target_acceptance_rate, prior, constraints, dim, static,
-                    sampler_options, cells_per_batch, dtype, convergence, checkpoint, numerics, devices
-                    ) -> _SweepPlan:
+                    sampler_options, cells_per_batch, dtype, convergence, checkpoint, numerics, devices,
+                    observables=None, keep_draws=True, keep_samples=True, out=None) -> _SweepPlan:
     """Every argument of :func:`sweep` checked before anything compiles, and each cell's identity: its
     settings, the fixed settings, the key and the question's log density at fixed points (so a changed
     setting or question never reuses old results)."""
     check_policy(convergence)
     check_numerics(numerics)
+    if not isinstance(keep_draws, (bool, np.bool_)):
+        raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
+    if observables is not None and (not isinstance(observables, dict)
+                                    or not all(isinstance(k, str) and callable(f) for k, f in observables.items())):
+        raise TypeError("observables must be a dict of name -> function of one x in data space, got "
+                        f"{observables!r}")
+    if observables and "probe" in observables:
+        raise ValueError("observables may not be named 'probe': the sweep folds G(x) in under that name")
     if checkpoint is not None and len(cells_of(grid)) != 1:
         raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
                          "several cells resumes from out= instead")
@@ -603,9 +636,13 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     targets = _target_fingerprints(cells, axes, static_axes, batched_probe_axes, engine_names, defaults, build_probe,
                                    prior, constraints, dim, dtype)
     ids = [cell_id(cell, dict(fixed_settings, target=target)) for cell, target in zip(cells, targets)]
+    if observables or not keep_draws:  # what a cell's file holds: another identity
+        fixed_settings["observables"] = sorted(observables or {})
+        fixed_settings["keep_draws"] = bool(keep_draws)
     return _SweepPlan(rng_key, build_probe, cells, axes, axis_names, static_axes, batched_probe_axes, engine_names,
                       defaults, fixed_settings, ids, temperature, step_size, prior, constraints, dim, sampler_options,
-                      cells_per_batch, dtype, numerics, devices)
+                      cells_per_batch, dtype, numerics, devices, dict(observables or {}),
+                      bool(keep_draws) and (bool(keep_samples) or out is not None))
 
 
 class _SweepTable:
@@ -680,7 +717,7 @@ def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, 
         row, cell_samples = _single_run(
             plan.rng_key, plan.build_probe, probe_params, plan.batched_probe_axes, plan.cells[index], plan.defaults,
             settings, plan.prior, plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices,
-            plan.ids[index], index, group_number, progress, checkpoint)
+            plan.ids[index], index, group_number, progress, checkpoint, plan.keep_draws, plan.observables)
     except _SweepUsageError as error:
         raise ValueError(str(error)) from None
     except CheckpointMismatchError:  # a usage error: the checkpoint passed belongs to another run
@@ -705,7 +742,8 @@ def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indice
     try:
         (compiled, restricted), compile_seconds, is_new = _compiled_program(
             plan.rng_key, plan.build_probe, probe_params, plan.batched_probe_axes, settings, batch, plan.prior,
-            plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices)
+            plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices, plan.keep_draws,
+            tuple(sorted(plan.observables.items())))
     except _SweepUsageError as error:
         raise ValueError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - a failing group is recorded, the sweep goes on
@@ -718,14 +756,13 @@ def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indice
         try:
             result = compiled(plan.rng_key, *inputs)
             # To the host whole: with several processes, each gathers every process's chains.
-            result = {name: _to_host(value)[:len(chunk)] for name, value in result.items()}
-            result["rhat"], result["ess_bulk"] = _diagnostics(result, settings["num_samples"])
+            result = jax.tree.map(lambda value: _to_host(value)[:len(chunk)], result)
         except Exception as error:  # noqa: BLE001 - recorded per cell
             table.fail(chunk, error, group_number)
             continue
         seconds = (time.perf_counter() - tick) / len(chunk)
         for position, index in enumerate(chunk):
-            one = {name: value[position] for name, value in result.items()}
+            one = jax.tree.map(lambda value: value[position], result)
             row, cell_samples = _cell_row(plan.cells[index], plan.ids[index], index, one, settings, seconds,
                                           compile_seconds, group_number, restricted,
                                           plan.cells[index].get("temperature", plan.temperature))
@@ -755,19 +792,6 @@ def _package_version() -> str:
     from jaxprobe import __version__
 
     return __version__
-
-
-class _ByIdentity:
-    """A static argument hashed by the identity of what it holds (priors, constraint lists)."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __hash__(self) -> int:
-        return hash(id(self.value))
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, _ByIdentity) and other.value is self.value
 
 
 _FINGERPRINT_POINTS = 8
@@ -807,24 +831,14 @@ def _target_fingerprints(cells, axes, static_axes, batched_axes, engine_names, d
         try:
             table = np.asarray(_logdensity_at_fixed_points(
                 temperatures, values, build_probe=build_probe, probe_params=probe_params,
-                axis_kinds=tuple((a.name, a.integer) for a in batched_axes), prior=_ByIdentity(prior),
-                constraints=_ByIdentity(constraints), dim=dim, dtype=np.dtype(dtype)))
+                axis_kinds=tuple((a.name, a.integer) for a in batched_axes), prior=ByValue(prior),
+                constraints=ByValue(constraints), dim=dim, dtype=np.dtype(dtype)))
             rows = [hashlib.sha256(row.tobytes()).hexdigest()[:16] for row in table]
         except Exception as error:  # noqa: BLE001 - the group's own run reports it
             rows = [f"unavailable: {type(error).__name__}"] * len(indices)
         for index, row in zip(indices, rows):
             fingerprints[index] = row
     return fingerprints
-
-
-def _diagnostics(result: dict[str, np.ndarray], num_samples: int) -> tuple[np.ndarray, np.ndarray]:
-    """R̂ and bulk ESS ``(cells, d + 1)`` of every coordinate and of G(x), on the host (see ``diagnostics``)."""
-    positions = result["positions"]  # (cells, C, N, d)
-    if num_samples < 4:
-        nan = np.full(positions.shape[:1] + (positions.shape[3] + 1,), np.nan)
-        return nan, nan
-    stacked = np.concatenate([positions, result["probe"][..., None].astype(positions.dtype)], axis=3)
-    return rhat_ess_bulk(stacked)
 
 
 class _SweepUsageError(Exception):
@@ -836,12 +850,12 @@ _PROGRAM_CACHE_SIZE = 16
 
 
 def _cache_key(build_probe, probe_params, batched_axes, settings, batch, prior, constraints, dim, sampler_options,
-               dtype, devices):
+               dtype, devices, keep_draws, observables):
     """Identity of a group's program: the same builder, priors and shapes reuse one compiled program."""
     return (build_probe, tuple(sorted(probe_params.items())), tuple((a.name, a.integer) for a in batched_axes),
-            tuple(sorted(settings.items())), batch, id(prior), id(constraints), dim,
+            tuple(sorted(settings.items())), batch, value_key(prior), value_key(constraints), dim,
             json.dumps(sampler_options or {}, sort_keys=True, default=str), str(dtype),
-            tuple(jax.devices() if devices is None else devices))
+            tuple(jax.devices() if devices is None else devices), keep_draws, observables)
 
 
 def _compiled_program(*args):
@@ -857,7 +871,7 @@ def _compiled_program(*args):
 
 
 def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, batch, prior, constraints, dim,
-                   sampler_options, dtype, devices):
+                   sampler_options, dtype, devices, keep_draws, observables):
     """Check the probe on abstract inputs, then lower and compile the group's program once."""
     kernel = with_numerics(make_kernel(settings["sampler"], sampler_options), settings["numerics"])
     abstract = {axis.name: jax.ShapeDtypeStruct((), np.int32 if axis.integer else dtype) for axis in batched_axes}
@@ -887,7 +901,7 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
     if len(device_list) > 1:
         mesh = chain_sharding(settings["num_chains"], device_list).mesh
     one_cell = _cell_program(build_probe, probe_params, batched_axes, settings, problem0, restricted, kernel, dtype,
-                             mesh)
+                             mesh, keep_draws, observables)
 
     def program(base_key, seeds, temperatures, step_sizes, values):
         return jax.vmap(one_cell, in_axes=(None, 0, 0, 0, 0))(base_key, seeds, temperatures, step_sizes, values)
@@ -911,8 +925,8 @@ def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
 
 def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, group, restricted,
               cell_temperature):
-    """The table row and Samples of one finished cell of a batched program; a cell that cannot be sampled
-    is marked failed."""
+    """The table row and Samples of one finished cell of a batched program, its verdict from the statistics
+    folded in on the device; a cell that cannot be sampled is marked failed."""
     initial = one["initial_logdensity"]
     if not np.all(np.isfinite(initial)):
         bad = np.nonzero(~np.isfinite(initial))[0]
@@ -932,50 +946,61 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
                            "log_evidence": one["smc_log_evidence"][:stages].astype(np.float64),
                            "log_evidence_se": one["smc_log_evidence_se"][:stages].astype(np.float64),
                            "temperature": float(cell_temperature) / inverse_temperature})
+    monitor = streaming.Monitor(settings["num_chains"], restricted.num_free, settings["num_samples"])
+    verdict = verdict_from_statistics(
+        one["statistics"], monitor, CoordinateNames([""], [(restricted.num_free,)]),
+        acceptance_rate=one["acceptance_rate"], num_divergent=one["num_divergent"],
+        num_nonfinite=one["num_nonfinite"], thin=settings["thin"],
+        chains_start_at_target=evidence.get("chains_start_at_target", False))
+    observables = {name: streaming.observed(sums) for name, sums in one["observable_sums"].items()}
+    probe = observables.pop("probe")
     samples = Samples(
-        positions=one["positions"], logdensity=one["logdensity"], acceptance_rate=one["acceptance_rate"],
+        positions=one.get("positions"), logdensity=one.get("logdensity"), acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
         num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
-        numerics=settings["numerics"], **evidence)
-    return _finished_row(cell, identifier, index, samples, one["probe"], one["rhat"], one["ess_bulk"], seconds,
+        numerics=settings["numerics"], verdict=verdict, observables=observables or None, **evidence)
+    return _finished_row(cell, identifier, index, samples, probe, one.get("probe"), one["probe_subset"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
 
-def _finished_row(cell, identifier, index, samples, probe, rhat, ess_bulk, seconds, compile_seconds, group,
-                  report=None):
-    """The row of a cell whose draws (relaxed, data space) are in ``samples``: statistics of G on the draws
-    the sampler visited, R̂ / ESS of every coordinate; the stored positions are then ``report``-ed (valid
-    one-hot vectors, integers) as generate reports them."""
+def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
+                  group, report=None):
+    """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
+    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``; empty without kept draws), R̂ and
+    ESS of G on the diagnostic subset (``probe_subset`` ``(C_sub, S)``, the draws the verdict's
+    rank-normalized statistics use); the stored positions are then ``report``-ed (valid one-hot vectors,
+    integers) as generate reports them."""
     row = {"cell": identifier, "index": index, **cell}
     row.update({column: None for column in TABLE_COLUMNS})
     row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
-    if not np.all(np.isfinite(samples.positions)):
+    if samples.positions is not None and not np.all(np.isfinite(samples.positions)):
         row.update(status="error", error="FloatingPointError: draws contain NaN or inf")
         return row, None
-    probe = np.asarray(probe, np.float64)
-    quantiles = np.quantile(probe, [0.05, 0.5, 0.95])
+    verdict = samples.verdict
     row.update(
         status="ok", error=None,
         acceptance_rate=float(np.mean(samples.acceptance_rate)),
         step_size=float(np.median(samples.step_size)),
-        # Constant coordinates (fixed features) have no R-hat or ESS (NaN): left out of the max / min.
-        max_rhat=_nan_reduce(np.nanmax, rhat[:-1]),
-        min_ess_bulk=_nan_reduce(np.nanmin, ess_bulk[:-1]),
-        probe_mean=float(probe.mean()), probe_sd=float(probe.std(ddof=1)) if probe.size > 1 else 0.0,
-        probe_min=float(probe.min()), probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
-        probe_q95=float(quantiles[2]), probe_max=float(probe.max()),
-        probe_rhat=_finite_or_none(rhat[-1]), probe_ess_bulk=_finite_or_none(ess_bulk[-1]),
+        max_rhat=verdict.max_rhat, min_ess_bulk=verdict.min_ess_bulk,
+        probe_mean=float(np.asarray(probe.mean)), probe_mcse=_finite_or_none(np.asarray(probe.mcse)),
         num_nonfinite=int(np.sum(samples.num_nonfinite)), num_divergent=int(np.sum(samples.num_divergent)),
         samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
+        log_evidence=samples.log_evidence, log_evidence_se=samples.log_evidence_se,
     )
-    verdict = samples.verdict if samples.verdict is not None else assess(samples)
-    samples = dataclasses.replace(samples, verdict=verdict)
-    row.update(log_evidence=samples.log_evidence, log_evidence_se=samples.log_evidence_se)
+    if probe_values is not None:
+        values = np.asarray(probe_values, np.float64)
+        quantiles = np.quantile(values, [0.05, 0.5, 0.95])
+        row.update(probe_sd=float(values.std(ddof=1)) if values.size > 1 else 0.0, probe_min=float(values.min()),
+                   probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]), probe_q95=float(quantiles[2]),
+                   probe_max=float(values.max()))
+    if probe_subset is not None and np.shape(probe_subset)[1] >= 4:
+        ranked = rank_diagnostics(np.asarray(probe_subset, np.float64)[None, :, :, None])
+        row.update(probe_rhat=_finite_or_none(ranked.rhat[0, 0]), probe_ess_bulk=_finite_or_none(ranked.ess_bulk[0, 0]))
     if not verdict.converged:
         row.update(status="unconverged", problems=" | ".join(verdict.problems))
-    if report is not None:
+    if report is not None and samples.positions is not None:
         samples = dataclasses.replace(samples, positions=report(samples.positions))
     return row, samples
 
@@ -987,7 +1012,8 @@ def _probe_values(positions, probe_fn):
 
 
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
-                sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None):
+                sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None,
+                keep_draws=True, observables=None):
     """One cell as ONE run of its question through :func:`jaxprobe.generate.answer` (what generate does).
 
     Batched probe parameters are handed to ``build_probe`` as JAX scalars of the dtype the batched program
@@ -1011,14 +1037,20 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                          step_size_mode=settings["step_size_mode"],
                          target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
                          devices=devices, progress=progress, report="relaxed", convergence="ignore",
-                         checkpoint=checkpoint, numerics=settings["numerics"])
+                         checkpoint=checkpoint, numerics=settings["numerics"], keep_draws=keep_draws,
+                         observables={"probe": question.probe.fn, **(observables or {})})
     seconds = time.perf_counter() - tick
-    probe = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
-    one = {"positions": samples.positions[None], "probe": probe[None]}
-    rhat, ess_bulk = _diagnostics(one, settings["num_samples"])
+    observed = dict(samples.observables)
+    probe = observed.pop("probe")
+    samples = dataclasses.replace(samples, observables=observed or None)
+    probe_values = probe_subset = None
+    if samples.positions is not None:
+        probe_values = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
+        chains, stride, num_subset = streaming.subset_plan(settings["num_chains"], settings["num_samples"])
+        probe_subset = probe_values[chains][:, np.arange(1, num_subset + 1) * stride - 1]
     report = question.restriction.report if question.restriction.is_relaxed else None
-    return _finished_row(cell, identifier, index, samples, probe, rhat[0], ess_bulk[0], seconds, compiling.seconds,
-                         group, report)
+    return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,
+                         compiling.seconds, group, report)
 
 
 class _CompileTimer:
