@@ -169,6 +169,13 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
         from jaxprobe.engine import tree_gibbs
 
         check_numerics(sample_options.pop("numerics", None))  # exact Gibbs sweeps: no numerics to choose
+        unsupported = [name for name, default in (("observables", None), ("keep_draws", True))
+                       if sample_options.get(name, default) is not default]
+        if unsupported:
+            raise ValueError(f"sampler='tree_gibbs' does not take {' or '.join(unsupported)} (its Gibbs sweeps "
+                             "keep every draw): ask without them, or use an engine sampler such as 'mala'")
+        for name in ("observables", "keep_draws"):
+            sample_options.pop(name, None)
 
         result = tree_gibbs.sample_question(rng_key, question, num_chains=num_chains, num_samples=num_samples,
                                             init=init, num_warmup=num_warmup, dtype=dtype, **sample_options)

@@ -326,3 +326,28 @@ def test_a_rerun_for_another_question_recomputes_its_cells(tmp_path):
     again = jaxprobe.sweep(0, trained([5.0, 5.0]), {"shift": [0.0, 1.0], "temperature": [1.0]}, **options)
     assert [r["cell"] for r in again.rows] == [r["cell"] for r in retrained.rows]
     np.testing.assert_array_equal(again.samples[1].positions, retrained.samples[1].positions)
+
+
+def test_sweep_without_draws_answers_from_the_device_statistics():
+    """keep_draws=False: no cell keeps a draw, in memory or on disk; every cell still has its verdict, G's mean
+    with its MCSE (equal to the same sweep's with draws, which folds the same draws in) and the observables;
+    the quantiles of G, which need the draws, are empty. Cell (τ, w, a) targets N(a, τ/(2w) I)."""
+    grid = {"temperature": [0.5, 1.0], "weight": [1.0], "anchor": [1, 2]}
+    kwargs = dict(num_chains=16, num_samples=100, num_warmup=100, dim=2, progress=False,
+                  observables={"x": lambda x: x})
+    bare = jaxprobe.sweep(jax.random.key(3), weighted_localizer, grid, keep_draws=False, **kwargs)
+    kept = jaxprobe.sweep(jax.random.key(3), weighted_localizer, grid, **kwargs)
+    for row_bare, row_kept, cell_bare, cell_kept in zip(bare.rows, kept.rows, bare.samples, kept.samples):
+        assert cell_bare.positions is None and cell_kept.positions is not None
+        assert row_bare["status"] == row_kept["status"] == "ok"
+        assert row_bare["probe_mean"] == pytest.approx(row_kept["probe_mean"], rel=1e-6)
+        assert row_bare["probe_mcse"] == pytest.approx(row_kept["probe_mcse"], rel=1e-6) and row_bare["probe_mcse"] > 0
+        assert row_bare["max_rhat"] == pytest.approx(row_kept["max_rhat"], rel=1e-6)
+        assert row_bare["probe_q05"] is None and row_kept["probe_q05"] is not None
+        x = cell_bare.observables["x"]
+        np.testing.assert_allclose(x.mean, cell_kept.observables["x"].mean, rtol=1e-6)
+        np.testing.assert_allclose(x.mean, np.asarray(cell_kept.positions).mean(axis=(0, 1)), rtol=1e-4, atol=1e-5)
+        anchor = ANCHORS[row_bare["anchor"]]
+        assert np.all(np.abs(x.mean - anchor) < 5 * x.mcse), (x.mean, anchor, x.mcse)
+    with pytest.raises(ValueError, match="may not be named 'probe'"):
+        jaxprobe.sweep(0, weighted_localizer, grid, **dict(kwargs, observables={"probe": lambda x: x}))

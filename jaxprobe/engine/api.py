@@ -765,9 +765,9 @@ def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", c
 
 
 def _monitored_zeros(run: _Run, placed: _Placed) -> Any:
-    """Empty folded statistics of the run, placed like the chains: leaves with a chain axis (the halves'
-    moments ``(2, C, K)``, per-chain counts ``(C,)``, observables' sums ``(B, C, ...)``) split over the devices
-    as the chains are, the rest (the subset, ranges) replicated."""
+    """Empty folded statistics of the run, placed like the chains: leaves with a chain axis (per-chain counts
+    ``(C,)``, observables' sums ``(B, C, ...)``) split over the devices as the chains are, the bounded subset
+    replicated."""
     stats, observables = streaming.init_stats(run.monitor, run.dtype)
     mesh = placed.sharding.mesh
 
@@ -779,9 +779,7 @@ def _monitored_zeros(run: _Run, placed: _Placed) -> Any:
         return jax.make_array_from_callback(host.shape, NamedSharding(mesh, PartitionSpec(*spec)),
                                             lambda index: host[index])
 
-    stats = stats._replace(**{name: place(getattr(stats, name)) for name in stats._fields})
-    stats = stats._replace(half_mean=place(stats.half_mean, 1), half_m2=place(stats.half_m2, 1),
-                           nonfinite_draws=place(stats.nonfinite_draws, 0))
+    stats = streaming.DrawStats(place(stats.nonfinite_draws, 0), place(stats.subset))
     return stats, {name: streaming.ObservableSums(place(sums.sums, 1), place(sums.counts))
                    for name, sums in observables.items()}
 

@@ -1,30 +1,23 @@
 """What a run learns about itself as it goes: statistics folded in draw by draw, inside the compiled scan.
 
-A run's verdict and its observables are computed on the device, from statistics that each kept draw
-updates as soon as the scan makes it (:func:`fold_draw`), so they need no second copy of the draws and
-no pass over them afterwards, and they cost the same whether the draws are kept or not
-(``keep_draws=False``: memory ``O(C·D)`` whatever the number of draws).
+A run's verdict and its observables are computed from statistics that each kept draw updates as soon as
+the scan makes it (:func:`fold_draw`), so they need no second copy of the draws and no pass over them
+afterwards, and they cost the same whether the draws are kept or not (``keep_draws=False``: memory
+``O(C·D)`` whatever the number of draws). Per kept draw:
 
-Per kept draw, for the ``K = D + 1`` quantities of every chain (the D coordinates and the log density):
-
-* **moments of each half of every chain** (Welford; the two halves of split R̂, Vehtari et al. 2021
-  Eqs. 4–5; an odd run leaves its last draw out, as split R̂ does): the plain split R̂ of every quantity
-  over all chains and all draws, nested R̂ (Margossian et al. 2022), and which quantities never change;
-* **the largest |x| of the last quarter** of the run, over all chains (the runaway test), the number of
-  draws with a NaN or inf per chain, and the range of the finite log densities (a flat target);
 * **a bounded subset** of the draws: at most :data:`DIAGNOSTIC_CHAINS` evenly spaced chains, every
-  ``stride``-th draw, at most :data:`DIAGNOSTIC_VALUES` values per quantity. The statistics that need
-  every value at once (rank normalization sorts them: rank-normalized bulk and folded R̂, bulk and tail
-  ESS, and the lag-based drift test) are computed on it, by NumPy on the host
-  (:func:`rank_statistics`): a few milliseconds for its at most 4096 × 17 values, where XLA spends
-  4–10 s compiling the same sorts, FFTs and running minima for every new run shape (measured on
-  XLA:CPU; the compile is host work on a GPU too). :func:`subset_plan` says how big it is, and the
-  verdict's notes say when it is smaller than the run;
+  ``stride``-th draw, at most :data:`DIAGNOSTIC_VALUES` values per quantity (the D coordinates and the log
+  density), written one row at a time (:func:`subset_plan` says how big; the verdict's notes say when it is
+  smaller than the run). The verdict's statistics come from it: plain split R̂ (Vehtari et al. 2021,
+  Eqs. 4–5) and nested R̂ (Margossian et al. 2022) on the device or the host (:func:`finalize`), and the
+  rank-normalized R̂, bulk and tail ESS and the lag-based drift test by NumPy on the host
+  (:func:`rank_statistics`): milliseconds for its bounded values, where XLA spends 3–7 s compiling the
+  same sorts, FFTs and running minima for every new run shape (measured on XLA:CPU; the compile is host
+  work on a GPU too). Per-chain running moments of every coordinate of every draw were tried and
+  dropped: on a CPU they cost 17% of a d = 50 MLP probe's MALA step (memory-bound), the subset's row 1.5%;
+* **the kept draws with a NaN or inf log density**, counted per chain over every draw;
 * **observables** ``fn(x)``: per-chain sums over batches of draws, giving the mean, its Monte-Carlo
   standard error (batch means over chains and batches) and every chain's mean.
-
-:func:`finalize` turns the folded statistics into the verdict's numbers on the device and picks the
-subset's quantities; :func:`jaxprobe.engine.verdict.verdict_from_statistics` phrases them.
 """
 
 from __future__ import annotations
@@ -115,12 +108,7 @@ class Monitor:
 class DrawStats(NamedTuple):
     """The verdict's statistics folded in so far; ``K = D + 1`` (coordinates, then the log density)."""
 
-    half_count: Array  # (2,) draws folded into each half of every chain
-    half_mean: Array  # (2, C, K)
-    half_m2: Array  # (2, C, K) sums of squared deviations (Welford)
-    late_max_abs: Array  # (D,) largest |x| over chains in the run's last quarter (NaN ignored)
-    nonfinite_draws: Array  # (C,) kept draws holding a NaN or inf (position or log density)
-    logdensity_range: Array  # (2,) smallest and largest finite log density
+    nonfinite_draws: Array  # (C,) kept draws whose log density is NaN or inf
     subset: Array  # (S + 1, C_sub, K): the diagnostic subset; row S takes the draws that are not in it
 
 
@@ -150,93 +138,63 @@ def init_stats(monitor: Monitor, dtype: Any) -> tuple[DrawStats, dict[str, Obser
     """Empty statistics for a run described by ``monitor``. Observables' output shapes come from
     ``jax.eval_shape`` (no computation)."""
     chains, _, num_subset = monitor.plan()
-    num_chains, k = monitor.num_chains, monitor.dim + 1
-    zeros = jnp.zeros((2, num_chains, k), dtype)
-    stats = DrawStats(jnp.zeros((2,), jnp.int32), zeros, zeros, jnp.zeros((monitor.dim,), dtype),
-                      jnp.zeros((num_chains,), jnp.int32), jnp.asarray([jnp.inf, -jnp.inf], dtype),
-                      jnp.zeros((num_subset + 1, len(chains), k), dtype))
+    stats = DrawStats(jnp.zeros((monitor.num_chains,), jnp.int32),
+                      jnp.zeros((num_subset + 1, len(chains), monitor.dim + 1), dtype))
     observables = {}
     one = jax.ShapeDtypeStruct((monitor.dim,), dtype)
     for name, fn in monitor.observables:
         out = jax.eval_shape(fn, one)
         out_dtype = jnp.result_type(out.dtype, dtype) if jnp.issubdtype(out.dtype, jnp.floating) else dtype
-        observables[name] = ObservableSums(jnp.zeros((monitor.num_batches, num_chains) + out.shape, out_dtype),
-                                           jnp.zeros((monitor.num_batches,), jnp.int32))
+        observables[name] = ObservableSums(jnp.zeros((monitor.num_batches, monitor.num_chains) + out.shape,
+                                                     out_dtype), jnp.zeros((monitor.num_batches,), jnp.int32))
     return stats, observables
 
 
 def fold_draw(monitor: Monitor, carry: tuple[DrawStats, dict[str, ObservableSums]], index: Array,
               position: Array, logdensity: Array) -> tuple[DrawStats, dict[str, ObservableSums]]:
     """Fold kept draw ``index`` (of the whole run) of every chain, ``position`` ``(C, D)`` and ``logdensity``
-    ``(C,)``, into the statistics. Touches one half's moments and one subset row, not the whole buffers."""
+    ``(C,)``, into the statistics: one row of the subset (its chains' values), a count per chain, and each
+    observable's batch sums. Nothing here touches ``O(C·D)`` memory besides the observables: per-chain
+    running moments of every coordinate cost 17% of a d = 50 MLP probe's MALA step on a CPU (they are
+    memory-bound), far over the verdict's budget; the subset gives the same statistics for the price of
+    its row."""
     stats, observables = carry
-    num_draws = monitor.num_draws
-    dtype = stats.half_mean.dtype
-    values = jnp.concatenate([position, logdensity[:, None]], axis=1).astype(dtype)  # (C, K)
-
-    # Welford in the half this draw belongs to (an odd run's last draw is in neither).
-    half_length = num_draws // 2
-    half = jnp.where(index < half_length, 0, 1)
-    counted = index < 2 * half_length
-    count = stats.half_count[half] + 1
-    mean = jax.lax.dynamic_index_in_dim(stats.half_mean, half, 0, keepdims=False)
-    m2 = jax.lax.dynamic_index_in_dim(stats.half_m2, half, 0, keepdims=False)
-    delta = values - mean
-    new_mean = mean + delta / count.astype(dtype)
-    new_m2 = m2 + delta * (values - new_mean)
-    half_mean = jax.lax.dynamic_update_index_in_dim(stats.half_mean, jnp.where(counted, new_mean, mean), half, 0)
-    half_m2 = jax.lax.dynamic_update_index_in_dim(stats.half_m2, jnp.where(counted, new_m2, m2), half, 0)
-    half_count = stats.half_count.at[half].add(counted.astype(jnp.int32))
-
-    finite = jnp.isfinite(values)
-    late = index >= num_draws - max(1, num_draws // 4)
-    magnitude = jnp.max(jnp.where(finite[:, :-1], jnp.abs(values[:, :-1]), 0), axis=0)
-    late_max_abs = jnp.where(late, jnp.maximum(stats.late_max_abs, magnitude), stats.late_max_abs)
-    nonfinite_draws = stats.nonfinite_draws + (~jnp.all(finite, axis=1)).astype(jnp.int32)
-    finite_ld = finite[:, -1]
-    ld = values[:, -1]
-    logdensity_range = jnp.stack([jnp.minimum(stats.logdensity_range[0], jnp.min(jnp.where(finite_ld, ld, jnp.inf))),
-                                  jnp.maximum(stats.logdensity_range[1], jnp.max(jnp.where(finite_ld, ld, -jnp.inf)))])
-
+    dtype = stats.subset.dtype
     chains, stride, num_subset = monitor.plan()
     row = jnp.where(((index + 1) % stride == 0) & (index < num_subset * stride), index // stride, num_subset)
-    chosen = values if len(chains) == monitor.num_chains else values[jnp.asarray(chains)]
-    subset = jax.lax.dynamic_update_index_in_dim(stats.subset, chosen, row, 0)
-
-    batch = (index * monitor.num_batches) // num_draws
-    updated = {}
+    chosen_position, chosen_logdensity = position, logdensity
+    if len(chains) < monitor.num_chains:
+        take = jnp.asarray(chains)
+        chosen_position, chosen_logdensity = position[take], logdensity[take]
+    values = jnp.concatenate([chosen_position.astype(dtype), chosen_logdensity.astype(dtype)[:, None]], axis=1)
+    stats = DrawStats(stats.nonfinite_draws + (~jnp.isfinite(logdensity)).astype(jnp.int32),
+                      jax.lax.dynamic_update_index_in_dim(stats.subset, values, row, 0))
+    batch = (index * monitor.num_batches) // monitor.num_draws
+    folded = {}
     for name, fn in monitor.observables:
         sums, counts = observables[name]
         value = jnp.asarray(jax.vmap(fn)(position)).astype(sums.dtype)
         current = jax.lax.dynamic_index_in_dim(sums, batch, 0, keepdims=False)
-        updated[name] = ObservableSums(jax.lax.dynamic_update_index_in_dim(sums, current + value, batch, 0),
-                                       counts.at[batch].add(1))
-    stats = DrawStats(half_count, half_mean, half_m2, late_max_abs, nonfinite_draws, logdensity_range, subset)
-    return stats, updated
+        folded[name] = ObservableSums(jax.lax.dynamic_update_index_in_dim(sums, current + value, batch, 0),
+                                      counts.at[batch].add(1))
+    return stats, folded
 
 
 # ------------------------------------------------------------------ finalize (on the device)
 
 
 class Statistics(NamedTuple):
-    """The verdict's numbers computed on the device by :func:`finalize` (K = D + 1 quantities; M checked ones)."""
+    """The verdict's numbers from the subset, by :func:`finalize` (K = D + 1 quantities; M checked ones)."""
 
-    split_rhat: Array  # (K,) plain split R̂ of every quantity, all chains and draws
-    nested_rhat: Array  # (K,) nested R̂ (NaN when not computed)
-    constant: Array  # (K,) bool: never changed in any draw of any chain
+    split_rhat: Array  # (K,) plain split R̂ of every quantity over the subset
+    nested_rhat: Array  # (K,) nested R̂ of the subset's chains (NaN when not computed)
+    constant: Array  # (K,) bool: never changed in any draw of the subset
     coordinates: Array  # (M,) int32: quantities of the rank-normalized statistics (the last is the log density)
     subset: Array  # (C_sub, S, M): their diagnostic subset, chain-major
-    late_max_abs: Array  # (D,)
-    num_nonfinite_draws: Array  # ()
-    logdensity_range: Array  # (2,)
-
-
-def _merge(count_a, mean_a, m2_a, count_b, mean_b, m2_b):
-    """Chan et al.'s merge of two Welford states."""
-    count = count_a + count_b
-    delta = mean_b - mean_a
-    safe = max(count, 1) if isinstance(count, (int, np.integer)) else jnp.maximum(count, 1)
-    return count, mean_a + delta * count_b / safe, m2_a + m2_b + delta ** 2 * count_a * count_b / safe
+    late_max_abs: Array  # (D,) largest |x| over the subset's last quarter (NaN and inf ignored)
+    num_nonfinite_draws: Array  # () kept draws with a non-finite log density, all chains, plus subset draws
+                                #    with a non-finite position
+    logdensity_range: Array  # (2,) smallest and largest finite log density of the subset
 
 
 def _chosen_coordinates(screen: Any, dim: int, max_coordinates: int, xp: Any) -> Any:
@@ -254,68 +212,55 @@ def _chosen_coordinates(screen: Any, dim: int, max_coordinates: int, xp: Any) ->
 
 
 def finalize(stats: DrawStats, monitor: Monitor, xp: Any = jnp) -> Statistics:
-    """The verdict's numbers from the folded statistics: plain split R̂ and nested R̂ of every quantity over
-    all chains and draws, which quantities are constant, the quantities the rank-normalized statistics check
-    and their subset (:func:`rank_statistics` takes it to the host: sorting its bounded values there costs
-    milliseconds, where XLA spends 4-10 s compiling the same sorts for every new run shape).
+    """The verdict's numbers from the folded statistics, all but the rank-normalized ones: plain split R̂,
+    nested R̂, constant quantities, the largest late |x| and the log density's range of the subset, and
+    which quantities the rank-normalized statistics check, with their subset (:func:`rank_statistics` ranks
+    it on the host: milliseconds, where XLA spends 3-7 s compiling the same sorts for every new run shape).
 
     ``xp``: ``jax.numpy`` (pure and jit-able, ``monitor`` static: on a GPU or TPU, where the statistics stay
     on the device) or ``numpy`` (on the host: on a CPU, where host and device memory are one, this compiles
     nothing).
     """
     dim = monitor.dim
-    half = monitor.num_draws // 2
-    means = stats.half_mean.reshape(-1, dim + 1)
-    variances = stats.half_m2.reshape(-1, dim + 1) / max(half - 1, 1)
-    if half >= 2:
-        split_rhat = diagnostics.rhat_from_moments(means, variances, half, xp=xp)
-    else:
-        split_rhat = xp.full(dim + 1, np.nan, means.dtype)
-    count = 2 * half
-    _, mean, m2 = _merge(half, stats.half_mean[0], stats.half_m2[0], half, stats.half_mean[1], stats.half_m2[1])
-    constant = xp.all(m2 == 0, axis=0) & xp.all(mean == mean[:1], axis=0) & xp.all(xp.isfinite(mean), axis=0)
-    superchains = _superchains(monitor.num_chains)
-    if superchains and half >= 1:
-        nested = diagnostics.nested_rhat(mean, m2 / max(count - 1, 1), count, superchains, xp=xp)
-    else:
-        nested = xp.full(dim + 1, np.nan, means.dtype)
+    _, _, num_subset = monitor.plan()
+    x = xp.swapaxes(stats.subset[:num_subset], 0, 1)  # (C_sub, S, K)
+    half = num_subset // 2
+    finite = xp.isfinite(x)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if half >= 2:
+            halves = xp.concatenate([x[:, :half], x[:, half:2 * half]], axis=0)
+            split_rhat = diagnostics.rhat_from_moments(halves.mean(axis=1), halves.var(axis=1, ddof=1), half, xp=xp)
+        else:
+            split_rhat = xp.full(dim + 1, np.nan, x.dtype)
+        constant = xp.all(x == x[:1, :1], axis=(0, 1)) & xp.all(finite, axis=(0, 1))
+        superchains = _superchains(x.shape[0])
+        if superchains and num_subset >= 2:
+            nested = diagnostics.nested_rhat(x.mean(axis=1), x.var(axis=1, ddof=1), num_subset, superchains, xp=xp)
+        else:
+            nested = xp.full(dim + 1, np.nan, x.dtype)
+    late = x[:, num_subset - max(1, num_subset // 4):, :dim] if num_subset else x[:, :, :dim]
+    late_max_abs = xp.max(xp.where(xp.isfinite(late), xp.abs(late), 0), axis=(0, 1)) if num_subset else \
+        xp.zeros(dim, x.dtype)
+    ld = x[:, :, dim]
+    ld_finite = xp.isfinite(ld)
+    logdensity_range = xp.stack([xp.min(xp.where(ld_finite, ld, np.inf)), xp.max(xp.where(ld_finite, ld, -np.inf))])
+    bad_positions = xp.sum(~xp.all(finite[:, :, :dim], axis=2) & ld_finite)
     coordinates = xp.concatenate([_chosen_coordinates(split_rhat[:dim], dim, monitor.max_coordinates, xp),
                                   xp.asarray([dim], np.int32)])
-    _, _, num_subset = monitor.plan()
-    subset = xp.swapaxes(stats.subset[:num_subset], 0, 1)[:, :, coordinates]
-    return Statistics(split_rhat, nested, constant, coordinates, subset, stats.late_max_abs,
-                      xp.sum(stats.nonfinite_draws), stats.logdensity_range)
+    return Statistics(split_rhat, nested, constant, coordinates, x[:, :, coordinates], late_max_abs,
+                      xp.sum(stats.nonfinite_draws) + bad_positions, logdensity_range)
 
 
 def stats_of_draws(position: np.ndarray, logdensity: np.ndarray, monitor: Monitor) -> DrawStats:
-    """The statistics :func:`fold_draw` folds in over a run, computed at once from finished draws on the host
-    (NumPy, float64): ``position`` ``(C, N, D)``, ``logdensity`` ``(C, N)``. For ``Samples.diagnostics()``
-    and the verdict of draws made elsewhere; equal to the streamed statistics up to float rounding (tested)."""
-    num_chains, num_draws, dim = position.shape
-    half = num_draws // 2
-    late = max(1, num_draws // 4)
-    blocks = (np.asarray(position), np.asarray(logdensity)[:, :, None])
-
-    def moments(part):  # (2, C, k) means and sums of squared deviations of the two halves
-        halves = [np.asarray(part[:, :half], np.float64), np.asarray(part[:, half:2 * half], np.float64)]
-        mean = [h.mean(axis=1) if half else np.zeros(h.shape[::2]) for h in halves]
-        m2 = [((h - m[:, None]) ** 2).sum(axis=1) for h, m in zip(halves, mean)]
-        return np.stack(mean), np.stack(m2)
-
-    half_mean, half_m2 = (np.concatenate(pair, axis=2) for pair in zip(*(moments(b) for b in blocks)))
-    with np.errstate(invalid="ignore"):
-        tail = np.asarray(position[:, num_draws - late:], np.float64)
-        late_max_abs = np.where(np.isfinite(tail), np.abs(tail), 0.0).max(axis=(0, 1)) if tail.size else \
-            np.zeros(dim)
-    nonfinite = ~np.isfinite(position).all(axis=2) | ~np.isfinite(logdensity)
-    finite_ld = np.asarray(logdensity, np.float64)[np.isfinite(logdensity)]
-    ld_range = np.asarray([finite_ld.min(), finite_ld.max()] if finite_ld.size else [np.inf, -np.inf])
+    """The statistics :func:`fold_draw` folds in over a run, taken at once from finished draws on the host:
+    ``position`` ``(C, N, D)``, ``logdensity`` ``(C, N)``. For ``Samples.diagnostics()`` and the verdict of
+    draws made elsewhere; equal to the streamed statistics (tested)."""
     chains, stride, num_subset = monitor.plan()
     rows = np.arange(1, num_subset + 1) * stride - 1
-    subset = np.concatenate([np.asarray(b, np.float64)[chains][:, rows] for b in blocks], axis=2)
+    subset = np.concatenate([np.asarray(position)[chains][:, rows], np.asarray(logdensity)[chains][:, rows, None]],
+                            axis=2)
     subset = np.concatenate([np.swapaxes(subset, 0, 1), np.zeros((1,) + subset.shape[:1] + subset.shape[2:])])
-    return DrawStats(np.asarray([half, half]), half_mean, half_m2, late_max_abs, nonfinite.sum(axis=1),
-                     ld_range, subset)
+    return DrawStats((~np.isfinite(logdensity)).sum(axis=1), subset)
 
 
 class RankStatistics(NamedTuple):

@@ -28,6 +28,7 @@ from jaxprobe.priors import StandardNormal
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.target import gibbs
 from jaxprobe.types import Array, LogDensityFn
+from jaxprobe._values import Keyed
 
 __all__ = ["pushforward", "latent_logdensity", "LatentSamples", "generate", "latent_walk", "decode_draws"]
 
@@ -63,7 +64,8 @@ def pushforward(probe: Callable, decoder: Any) -> Probe:
     """
     probe = as_probe(probe)
     decode, _, _ = _decoder_fn(decoder)
-    return Probe(lambda z: probe(decode(z)), f"{probe.name}∘decoder")
+    # Keyed by the probe and the decoder: the same question asked again reuses its compiled programs.
+    return Probe(Keyed(lambda z: probe(decode(z)), "pushforward", probe, decoder), f"{probe.name}∘decoder")
 
 
 def latent_logdensity(probe: Callable, decoder: Any, temperature: float) -> LogDensityFn:

@@ -29,6 +29,7 @@ import numpy as np
 from jaxprobe._inputs import check_number
 from jaxprobe.priors import DiagonalGaussian, Gaussian, StandardNormal, UniformBox, _as_float_array
 from jaxprobe.types import Array, PRNGKey
+from jaxprobe._values import ValueObject
 
 __all__ = ["GaussianMixture", "kernel_density", "fit_gaussian", "misspecify", "prior_moments"]
 
@@ -45,7 +46,7 @@ def _cholesky(name: str, covariance: np.ndarray) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class GaussianMixture:
+class GaussianMixture(ValueObject):
     """Σ_j w_j N(x; μ_j, Σ_j): ``weights`` ``(M,)`` (positive, normalized here), ``means`` ``(M, D)``,
     ``covariance`` ``(D, D)`` shared by all components or ``(M, D, D)`` one per component.
 
@@ -85,6 +86,7 @@ class GaussianMixture:
         object.__setattr__(self, "_log_det", log_det)
         if covariance.ndim == 2:  # whitened means for the one-matmul evaluation
             object.__setattr__(self, "_white_means", means @ inverse_cholesky.T)
+        self._freeze_key()  # equal by value: a question asked again with an equal mixture compiles nothing
 
     @property
     def shared(self) -> bool:
