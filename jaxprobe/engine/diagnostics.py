@@ -59,17 +59,22 @@ def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sweep-sized arrays.
     """
     n = values.shape[-1]
-    order = np.argsort(values, axis=-1)
-    ordered = np.take_along_axis(values, order, axis=-1)
+    rows = values.reshape(-1, n)  # 2-D fancy indexing: several times faster than take/put_along_axis here
+    row = np.arange(rows.shape[0])[:, None]
+    order = np.argsort(rows, axis=-1)
+    ordered = rows[row, order]
     index = np.arange(n)
-    changes = ordered[..., 1:] != ordered[..., :-1]
-    edge = np.ones(values.shape[:-1] + (1,), bool)
-    first = np.maximum.accumulate(np.where(np.concatenate([edge, changes], axis=-1), index, 0), axis=-1)
-    last = np.minimum.accumulate(np.where(np.concatenate([changes, edge], axis=-1), index, n)[..., ::-1],
-                                 axis=-1)[..., ::-1]
-    twice_rank = np.empty(values.shape, np.int64)  # 2r − 2: an index into a table of the n·2 − 1 possible ranks
-    np.put_along_axis(twice_rank, order, first + last, axis=-1)
-    return twice_rank, np.any(np.isnan(values), axis=-1, keepdims=True)
+    changes = ordered[:, 1:] != ordered[:, :-1]
+    twice_rank = np.empty(rows.shape, np.int64)  # 2r − 2: an index into a table of the n·2 − 1 possible ranks
+    if changes.all():  # no ties (the usual case of continuous draws): the rank is the position in the order
+        twice_rank[row, order] = 2 * index
+    else:
+        edge = np.ones((rows.shape[0], 1), bool)
+        first = np.maximum.accumulate(np.where(np.concatenate([edge, changes], axis=-1), index, 0), axis=-1)
+        last = np.minimum.accumulate(np.where(np.concatenate([changes, edge], axis=-1), index, n)[:, ::-1],
+                                     axis=-1)[:, ::-1]
+        twice_rank[row, order] = first + last
+    return twice_rank.reshape(values.shape), np.any(np.isnan(values), axis=-1, keepdims=True)
 
 
 def _rank_normalize(draws: np.ndarray) -> np.ndarray:
@@ -88,24 +93,37 @@ def _potential_scale_reduction(draws: np.ndarray) -> np.ndarray:
     return rhat_from_moments(draws.mean(axis=2), draws.var(axis=2, ddof=1), draws.shape[2], xp=np)
 
 
+def _autocovariance(centered: np.ndarray) -> np.ndarray:
+    """Autocovariance Σₜ xₜ·xₜ₊ₗ / N of each series ``(..., N)`` along its last axis, lags 0 … N − 1: direct
+    products for short series (a subset of 4096 values split over 512 half-chains has N = 8, where one FFT
+    per series costs several times more), an FFT of the contiguous last axis otherwise."""
+    num = centered.shape[-1]
+    if num <= 48:
+        out = np.empty(centered.shape, np.float64)
+        for lag in range(num):
+            np.einsum("...i,...i->...", centered[..., lag:], centered[..., :num - lag], out=out[..., lag])
+        return out / num
+    size = next_fast_len(2 * num)
+    spectrum = np.fft.rfft(centered, n=size, axis=-1)
+    return np.fft.irfft(spectrum.real ** 2 + spectrum.imag ** 2, n=size, axis=-1)[..., :num] / num
+
+
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     """Geyer's initial-monotone-sequence ESS of (cells, M, N, K) → (cells, K), as BlackJAX computes it."""
-    _, chains, num, _ = draws.shape
-    varies = np.any(draws != draws[:, :, :1], axis=(1, 2), keepdims=True)  # (cells, 1, 1, K)
-    chain_mean = draws.mean(axis=2, keepdims=True)
-    size = next_fast_len(2 * num)
-    spectrum = np.fft.rfft(draws - chain_mean, n=size, axis=2)
-    autocov = np.fft.irfft(spectrum * np.conjugate(spectrum), n=size, axis=2)[:, :, :num] / num
-    mean_autocov = autocov.mean(axis=1, keepdims=True)  # (cells, 1, N, K)
-    var0 = mean_autocov[:, :, :1] * num / (num - 1.0)
+    series = np.ascontiguousarray(np.moveaxis(draws, 3, 1), dtype=np.float64)  # (cells, K, M, N): time last
+    _, _, chains, num = series.shape
+    varies = np.any(series != series[..., :1], axis=(2, 3))  # (cells, K)
+    chain_mean = series.mean(axis=3, keepdims=True)
+    mean_autocov = _autocovariance(series - chain_mean).mean(axis=2)  # (cells, K, N)
+    var0 = mean_autocov[..., 0] * num / (num - 1.0)
     degenerate = np.isfinite(var0) & (~varies | (var0 <= 0.0))
     weighted_var = var0 * (num - 1.0) / num
     if chains > 1:
-        weighted_var = weighted_var + chain_mean.var(axis=1, ddof=1, keepdims=True)
+        weighted_var = weighted_var + chain_mean[..., 0].var(axis=2, ddof=1)
     weighted_var = np.where(degenerate, 1.0, weighted_var)
     num_even = num - num % 2
-    rho = np.concatenate([np.ones_like(var0), 1.0 - (var0 - mean_autocov[:, :, 1:num_even]) / weighted_var], axis=2)
-    rho = np.moveaxis(rho[:, 0], 1, 0)  # (num_even, cells, K)
+    rho = 1.0 - (var0[..., None] - mean_autocov[..., 1:num_even]) / weighted_var[..., None]
+    rho = np.concatenate([np.ones((1,) + var0.shape), np.moveaxis(rho, -1, 0)], axis=0)  # (num_even, cells, K)
     even, odd = rho[0::2], rho[1::2]
     pairs = even.shape[0]
     # Geyer's initial positive sequence: keep pairs while even + odd > 0.
@@ -129,8 +147,8 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     total = chains * num
     tau = -1.0 + 2.0 * np.sum(even + odd, axis=0) - np.take_along_axis(even, after_clamped[None], axis=0)[0]
     tau = np.maximum(tau, 1.0 / np.log10(total))
-    ess = np.where(degenerate[:, 0, 0], 0.0, total / tau)
-    return np.where(np.any(np.isnan(draws), axis=(1, 2)), np.nan, ess)
+    ess = np.where(degenerate, 0.0, total / tau)
+    return np.where(np.any(np.isnan(series), axis=(2, 3)), np.nan, ess)
 
 
 def split_gelman_rubin(draws: np.ndarray) -> np.ndarray:
@@ -182,18 +200,22 @@ def rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         raise ValueError(f"draws must have shape (cells, chains, draws >= 4, K), got {draws.shape}")
     with np.errstate(divide="ignore", invalid="ignore"):
         split = _split_chains(draws)  # ranks on the draws' own dtype (as BlackJAX does), statistics in float64
-        normalized = _rank_normalize(split)
-        bulk = _potential_scale_reduction(normalized)
         cells, chains, num, k = split.shape
         pooled = split.reshape(cells, chains * num, k)
         median = np.median(pooled, axis=1)
-        folded = _potential_scale_reduction(_rank_normalize(np.abs(split - median[:, None, None, :])))
         low, high = np.quantile(pooled, [0.05, 0.95], axis=1)
-        ess_tail = np.minimum(*(_effective_sample_size((split <= q[:, None, None, :]).astype(np.float64))
-                                for q in (low, high)))
+        # One call per estimator over all quantities side by side (bulk | folded; bulk | tail indicators):
+        # on a subset of 4096 values the cost is per call, not per value.
+        folded = np.abs(split - median[:, None, None, :])
+        normalized = _rank_normalize(np.concatenate([split, folded.astype(split.dtype)], axis=-1))
+        rhat_both = _potential_scale_reduction(normalized)
+        bulk, folded_rhat = rhat_both[..., :k], rhat_both[..., k:]
+        indicators = np.concatenate([split <= low[:, None, None, :], split <= high[:, None, None, :]], axis=-1)
+        ess = _effective_sample_size(np.concatenate([normalized[..., :k], indicators.astype(np.float64)], axis=-1))
+        ess_bulk, ess_tail = ess[..., :k], np.minimum(ess[..., k:2 * k], ess[..., 2 * k:])
         has_nan = np.any(np.isnan(split), axis=(1, 2))
         ess_tail = np.where(has_nan, np.nan, ess_tail)
-        return RankDiagnostics(bulk, folded, np.maximum(bulk, folded), _effective_sample_size(normalized), ess_tail)
+        return RankDiagnostics(bulk, folded_rhat, np.maximum(bulk, folded_rhat), ess_bulk, ess_tail)
 
 
 def rhat_ess_bulk(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
