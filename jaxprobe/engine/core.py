@@ -14,7 +14,7 @@ chunks gives bit-identical draws to a run in one piece.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -150,11 +150,15 @@ def _write_draw(trace: Trace, draw: Array, kernel_state: Any) -> Trace:
                                             kernel_state.logdensity.astype(trace.logdensity.dtype), draw, 0))
 
 
-def _check_trace(trace: Trace, num_draws: int, position: Array) -> None:
+def _check_trace(trace: Trace, num_draws: int, position: Array, at_least: bool = False) -> None:
+    """``trace`` rows ``num_draws`` (or, ``at_least``, a whole run's buffer of ``num_draws`` or more) of
+    ``(C, D)`` positions and ``(C,)`` log densities."""
     expected = ((num_draws,) + position.shape, (num_draws, position.shape[0]))
     got = (tuple(trace.position.shape), tuple(trace.logdensity.shape))
-    if got != expected:
-        raise ValueError(f"trace must have shapes {expected} (num_draws, C, D) and (num_draws, C), got {got}")
+    rows_ok = got[0][0] == got[1][0] and (got[0][0] >= num_draws if at_least else got[0][0] == num_draws)
+    if not rows_ok or got[0][1:] != expected[0][1:] or got[1][1:] != expected[1][1:]:
+        raise ValueError(f"trace must have shapes {expected} (num_draws, C, D) and (num_draws, C)"
+                         f"{' or more rows' if at_least else ''}, got {got}")
 
 
 def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
@@ -203,7 +207,8 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
 
 def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
                   num_draws: int, thin: int, monitor: streaming.Monitor, monitored: Any, first_draw: Array,
-                  trace: Trace | None = None, keep_draws: bool = True
+                  trace: Trace | None = None, keep_draws: bool = True,
+                  record: Callable[[Array], Array] | None = None, trace_start: Array | int = 0
                   ) -> tuple[EngineState, Trace | None, RunStats, Any]:
     """:func:`run` that also folds every kept draw into ``monitored`` (the verdict's statistics and the
     observables of :mod:`jaxprobe.engine.streaming`) inside the scan: nothing is computed after the run
@@ -211,17 +216,24 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
 
     ``monitored``: :func:`jaxprobe.engine.streaming.init_stats` or the value a previous chunk returned;
     ``first_draw``: the index in the whole run of this call's first kept draw (``monitor.num_draws`` is
-    the whole run's). Returns ``(state, trace or None, stats, monitored)``.
+    the whole run's). ``trace``: buffers of ``num_draws`` or more rows (donated), this call's draws written
+    from row ``trace_start`` on (a traced int: one program for every chunk of a run that writes one
+    whole-run buffer). ``record`` (with ``keep_draws`` and no ``trace``): what the trace keeps of each kept
+    draw's positions ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already
+    transformed (default: the positions themselves). Returns ``(state, trace or None, stats, monitored)``.
     """
     _check_draws(num_draws, thin)
+    if record is not None and (trace is not None or not keep_draws):
+        raise ValueError("record applies to the trace run_monitored stacks itself (keep_draws=True, trace=None)")
+    record = record if record is not None else (lambda position: position)
     fold = lambda carry, draw, ks: streaming.fold_draw(monitor, carry, first_draw + draw, ks.position,  # noqa: E731
                                                        ks.logdensity)
     if trace is not None:
-        _check_trace(trace, num_draws, state.kernel_state.position)
+        _check_trace(trace, num_draws, state.kernel_state.position, at_least=True)
 
         def on_draw(carry, draw, ks):
             buffers, monitored = carry
-            return (_write_draw(buffers, draw, ks), fold(monitored, draw, ks)), None
+            return (_write_draw(buffers, trace_start + draw, ks), fold(monitored, draw, ks)), None
 
         state, (trace, monitored), _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
                                                           on_draw, (trace, monitored))
@@ -229,7 +241,7 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     if keep_draws:
         state, monitored, (positions, logdensities), stats = _scan_draws(
             rng_key, state, kernel, logdensity_fn, num_draws, thin,
-            lambda carry, draw, ks: (fold(carry, draw, ks), (ks.position, ks.logdensity)), monitored)
+            lambda carry, draw, ks: (fold(carry, draw, ks), (record(ks.position), ks.logdensity)), monitored)
         return state, Trace(positions, logdensities), stats, monitored
     state, monitored, _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
                                              lambda carry, draw, ks: (fold(carry, draw, ks), None), monitored)

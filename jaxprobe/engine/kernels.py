@@ -365,6 +365,24 @@ def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_ar
     return jax.vmap(one_chain)(keys, state, *per_chain_args)
 
 
+def _hamiltonian_step(kernel: Any, trajectory: int, numerics: Any, rng_key: PRNGKey, state: GradientState,
+                      parameters: MassMatrixParameters, logdensity_fn: FlatLogDensity) -> tuple[GradientState, Any]:
+    """One transition of a BlackJAX HMC-family ``kernel`` (``build_kernel``'s function, whose last argument is
+    ``trajectory``: leapfrog steps for HMC, doublings for NUTS) on every chain, with a per-chain step size and
+    diagonal inverse mass matrix; the log density guarded by :func:`safe_logdensity`. Returns the new state
+    and BlackJAX's info stacked over chains."""
+    safe = safe_logdensity(logdensity_fn)
+
+    def one_chain(key, chain_state, step_size, inverse_mass_matrix):
+        return kernel(key, bj_hmc.HMCState(*chain_state), safe, step_size, numerics.metric(inverse_mass_matrix),
+                      trajectory)
+
+    new_state, info = vmap_chains(one_chain, rng_key, state,
+                                  per_chain(parameters["step_size"], state.position.shape[0]),
+                                  parameters["inverse_mass_matrix"])
+    return GradientState(*new_state), info
+
+
 @dataclasses.dataclass(frozen=True)
 class HMC(GradientKernel):
     """Hamiltonian Monte Carlo with a fixed number of leapfrog steps (BlackJAX kernel).
@@ -381,31 +399,16 @@ class HMC(GradientKernel):
 
     def step(self, rng_key: PRNGKey, state: GradientState, parameters: MassMatrixParameters,
              logdensity_fn: FlatLogDensity) -> tuple[GradientState, StepInfo]:
-        safe = safe_logdensity(logdensity_fn)
         kernel = bj_hmc.build_kernel(divergence_threshold=self.divergence_threshold)
-
-        def one_chain(key, chain_state, step_size, inverse_mass_matrix):
-            return kernel(
-                key,
-                bj_hmc.HMCState(*chain_state),
-                safe,
-                step_size,
-                self.numerics.metric(inverse_mass_matrix),
-                self.num_integration_steps,
-            )
-
-        new_state, info = vmap_chains(
-            one_chain, rng_key, state, per_chain(parameters["step_size"], state.position.shape[0]),
-            parameters["inverse_mass_matrix"]
-        )
-        num_chains = state.position.shape[0]
+        new_state, info = _hamiltonian_step(kernel, self.num_integration_steps, self.numerics, rng_key, state,
+                                            parameters, logdensity_fn)
         is_nonfinite = ~jnp.isfinite(info.proposal.logdensity)
-        return GradientState(*new_state), StepInfo(
+        return new_state, StepInfo(
             acceptance_rate=jnp.where(is_nonfinite, 0.0, info.acceptance_rate),
             is_accepted=info.is_accepted & ~is_nonfinite,
             is_divergent=info.is_divergent,
             is_nonfinite=is_nonfinite,
-            num_gradient_evaluations=jnp.full((num_chains,), self.num_integration_steps, jnp.int32),
+            num_gradient_evaluations=jnp.full((state.position.shape[0],), self.num_integration_steps, jnp.int32),
         )
 
     def initial_step_size(self, dim: int) -> float:
@@ -432,24 +435,10 @@ class NUTS(GradientKernel):
 
     def step(self, rng_key: PRNGKey, state: GradientState, parameters: MassMatrixParameters,
              logdensity_fn: FlatLogDensity) -> tuple[GradientState, StepInfo]:
-        safe = safe_logdensity(logdensity_fn)
         kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
-
-        def one_chain(key, chain_state, step_size, inverse_mass_matrix):
-            return kernel(
-                key,
-                bj_hmc.HMCState(*chain_state),
-                safe,
-                step_size,
-                self.numerics.metric(inverse_mass_matrix),
-                self.max_num_doublings,
-            )
-
-        new_state, info = vmap_chains(
-            one_chain, rng_key, state, per_chain(parameters["step_size"], state.position.shape[0]),
-            parameters["inverse_mass_matrix"]
-        )
-        return GradientState(*new_state), StepInfo(
+        new_state, info = _hamiltonian_step(kernel, self.max_num_doublings, self.numerics, rng_key, state,
+                                            parameters, logdensity_fn)
+        return new_state, StepInfo(
             acceptance_rate=info.acceptance_rate,
             is_accepted=jnp.ones_like(info.is_divergent),
             is_divergent=info.is_divergent,

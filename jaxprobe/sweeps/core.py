@@ -242,9 +242,10 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
         monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
         monitored = streaming.init_stats(monitor, dtype)
+        to_data = jax.vmap(question.to_data)
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
-            jnp.zeros((), jnp.int32), keep_draws=keep_samples)
+            jnp.zeros((), jnp.int32), keep_draws=keep_samples, record=to_data if keep_samples else None)
         statistics = streaming.finalize(draw_stats, monitor)
         subset = jnp.swapaxes(draw_stats.subset[:num_subset], 0, 1)[:, :, :num_free]  # (C_sub, S, d) of z
         steps = num_samples * thin
@@ -260,11 +261,11 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             "num_gradient_evaluations": stats.num_gradient_evaluations,
             "step_size": jnp.broadcast_to(state.parameters["step_size"], (num_chains,)),
         }
-        if keep_samples:
-            x = jax.vmap(jax.vmap(question.to_data))(trace.position)  # (N, C, d), one-hot groups relaxed
-            out["positions"] = jnp.swapaxes(x, 0, 1)
-            out["logdensity"] = jnp.swapaxes(trace.logdensity, 0, 1)
-            out["probe"] = jnp.swapaxes(jax.vmap(jax.vmap(question.probe.fn))(x), 0, 1)
+        if keep_samples:  # draw-major (N, C, ...) as the scan stacked them, in data space (one-hot groups
+            # relaxed): one copy of the draws on the device; the host swaps the axes as a view (_cell_row)
+            out["positions"] = trace.position
+            out["logdensity"] = trace.logdensity
+            out["probe"] = jax.vmap(jax.vmap(question.probe.fn))(trace.position)
         if "inverse_mass_matrix" in state.parameters:
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
         return out
@@ -954,14 +955,16 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         chains_start_at_target=evidence.get("chains_start_at_target", False))
     observables = {name: streaming.observed(sums) for name, sums in one["observable_sums"].items()}
     probe = observables.pop("probe")
+    chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
+                   for name in ("positions", "logdensity", "probe")}
     samples = Samples(
-        positions=one.get("positions"), logdensity=one.get("logdensity"), acceptance_rate=one["acceptance_rate"],
+        positions=chain_major["positions"], logdensity=chain_major["logdensity"], acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
         num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
         numerics=settings["numerics"], verdict=verdict, observables=observables or None, **evidence)
-    return _finished_row(cell, identifier, index, samples, probe, one.get("probe"), one["probe_subset"], seconds,
+    return _finished_row(cell, identifier, index, samples, probe, chain_major["probe"], one["probe_subset"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
 
