@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import Any
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "find_benchmarks"]
 
@@ -106,7 +107,8 @@ def _run(arguments: argparse.Namespace) -> int:
     config = _load(arguments, sweep=False)
     out = arguments.out or config.sections["output"]["dir"]
     _check_output_folder(out)
-    summary = _resumable("run", f"the draws so far are in {out}/checkpoint.npz",
+    kept = "draws" if config.sections["output"]["keep_draws"] else "run's statistics"
+    summary = _resumable("run", f"the {kept} so far are in {out}/checkpoint.npz",
                          lambda: run_config(config, out=out, progress=not arguments.quiet))
     answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
     number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
@@ -114,6 +116,10 @@ def _run(arguments: argparse.Namespace) -> int:
                     f"{summary['num_samples_per_chain']} draws, acceptance {summary['acceptance_rate']:.2f}, "
                     f"max R-hat {number(summary['max_rhat'], '.3f')}, min ESS {number(summary['min_ess_bulk'], '.0f')}"
                     f"; {answer}")
+    for name, value in summary["answer"].get("observables", {}).items():
+        _say(arguments, f"  {name}: {_estimate(value['mean'], value['mcse'])}")
+    for note in summary["answer"].get("notes", []):
+        _say(arguments, f"  note: {note}")
     if summary["log_evidence"] is not None:
         _say(arguments, f"log evidence (share of the prior's mass that answers the question, log scale): "
                         f"{summary['log_evidence']:.3f} ± {summary['log_evidence_se']:.3f}")
@@ -129,9 +135,25 @@ def _run(arguments: argparse.Namespace) -> int:
                       ConvergenceWarning, stacklevel=1)
         print("verdict: NOT converged (see summary.json 'verdict'):\n" +
               "\n".join(f"  - {p}" for p in verdict["problems"]), file=sys.stderr)
-    _say(arguments, f"Wrote {out}/samples.npz, samples_original_units.npz, summary.json"
-                    f"{', features.png' if config.sections['output']['plots'] else ''} in {summary['seconds']:.1f} s")
+    written = ["samples.npz"] + ["samples_original_units.npz"] * bool(summary["keep_draws"]) + ["summary.json"]
+    written += ["features.png"] * bool(config.sections["output"]["plots"] and summary["keep_draws"])
+    _say(arguments, f"Wrote {out}/{', '.join(written)} in {summary['seconds']:.1f} s")
     return EXIT_OK
+
+
+def _estimate(mean: Any, mcse: Any, limit: int = 8) -> str:
+    """``mean ± mcse`` of an observable from summary.json: numbers, or lists (vector observables), the first
+    ``limit`` values of a longer list shown."""
+    def form(value: float | None) -> str:
+        if value is None:
+            return "n/a"
+        return format(value, ".4g" if abs(value) >= 1000 or 0 < abs(value) < 1e-3 else ".3f")
+
+    if not isinstance(mean, list):
+        return f"{form(mean)} ± {form(mcse)}"
+    shown = lambda values: "[" + ", ".join(form(v) for v in values[:limit]) + (  # noqa: E731
+        f", ... ({len(values)} values: summary.json)" if len(values) > limit else "") + "]"
+    return f"{shown(mean)} ± {shown(mcse)}"
 
 
 def _sweep(arguments: argparse.Namespace) -> int:

@@ -20,9 +20,17 @@ A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe swee
     options = {}                   # the sampler's options, e.g. { num_integration_steps = 20 } for hmc
     numerics = "reproducible"      # or "fast"; leave it out for the platform's default (jaxprobe.engine.numerics)
 
+    [output]
+    dir = "runs/risky"
+    keep_draws = true              # false: keep no draw (memory O(chains x d)); the answer uses the observables
+    observables = ["predicted_class", "features"]   # built-ins, averaged as the chains run
+
     [sweep.grid]                   # only for `jaxprobe sweep`: "section.key" = [values]
     "sampler.temperature" = [0.01, 0.1, 1.0]
     "probe.alpha" = [0.3, 0.5, 0.7]
+
+Observables are named built-ins (a file is data, never code): see
+:data:`jaxprobe.sweeps.from_config.OBSERVABLES` for each one and the probes and tasks it is defined for.
 
 Every key is checked before anything runs: an unknown key, a wrong type, a
 missing data set or an impossible value raises :class:`ConfigError` naming the
@@ -182,7 +190,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "output": {
         "dir": Key("a folder path", _string, "jaxprobe-out"),
-        "plots": Key("true or false", lambda v: isinstance(v, bool), True),
+        "plots": Key("true or false (jaxprobe run: features.png, which needs the draws; left out with "
+                     "keep_draws = false)", lambda v: isinstance(v, bool), True),
+        "keep_draws": Key("true or false (false: no draw is kept, only the verdict's statistics and the "
+                          "observables; no samples_original_units.npz)", lambda v: isinstance(v, bool), True),
+        "observables": Key("a list of built-in observable names (jaxprobe.sweeps.from_config.OBSERVABLES), e.g. "
+                           "[\"disagree\", \"predicted_class\"]", _string_list, []),
     },
     "sweep": {
         "grid": Key("a table of \"section.key\" = [values]", _table, required=True),
@@ -358,6 +371,12 @@ def parse_config(text: str, *, path: str | None = None, sweep: bool | None = Fal
             if axis not in grid:
                 raise fail("sweep", "static", f"{axis!r} is not an axis of [sweep.grid]")
 
+    output = sections["output"]
+    if not output["keep_draws"] and not sweep:  # a sweep's plot is of its table, which needs no draws
+        if "plots" in document.get("output", {}) and output["plots"]:
+            raise fail("output", "plots", "plots need the draws: set keep_draws = true or plots = false")
+        output["plots"] = False  # left at its default: no features.png without draws
+
     _check_meaning(sections, grid, fail)
     return Config(sections, grid, path)
 
@@ -446,8 +465,9 @@ def _check_meaning(sections, grid, fail) -> None:
         unknown = [name for name in sections["constraints"]["fixed"] if name not in names]
         if unknown:
             raise fail("constraints", "fixed", f"no feature(s) {unknown} in {data_name!r}; its features are {names}")
+    _check_observables(sections, grid, fail, values)
     # Memory the kept draws take on the host (positions, float32): refuse what cannot fit, before sampling.
-    for chains in values("sampler.num_chains"):
+    for chains in values("sampler.num_chains") if sections["output"]["keep_draws"] else ():
         for draws in values("sampler.num_samples"):
             if chains is None or draws is None:
                 continue
@@ -460,3 +480,40 @@ def _check_meaning(sections, grid, fail) -> None:
     if sections["constraints"]["fixed"] and "localize" not in sections:
         raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
                                            "section with anchor = <row of the test split>")
+
+
+def _check_observables(sections, grid, fail, values) -> None:
+    """``[output] observables``: built-in names, each once, defined for every probe type and task the run or
+    sweep has, and (in a sweep) depending on no key the grid varies: a sweep's observables are one function of x
+    for all of its cells."""
+    requested = sections["output"]["observables"]
+    if not requested:
+        return
+    from jaxprobe import datasets
+    from jaxprobe.sweeps.from_config import OBSERVABLES, observables_for
+
+    seen = set()
+    for name in requested:
+        if name in seen:
+            raise fail("output", "observables", f"lists {name!r} twice")
+        seen.add(name)
+    tasks = sorted({datasets.load(data_name).task for data_name in values("data.name")})
+    for probe_type in values("probe.type"):
+        for task in tasks:
+            valid = observables_for(probe_type, task)
+            for name in requested:
+                if name not in OBSERVABLES:
+                    raise fail("output", "observables", f"unknown observable {name!r}; the built-ins for a "
+                                                        f"{probe_type} probe of a {task} model are "
+                                                        f"{', '.join(valid)}")
+                if name not in valid:
+                    raise fail("output", "observables", f"{name!r} ({OBSERVABLES[name].doc}) is not defined for a "
+                                                        f"{probe_type} probe of a {task} model; the built-ins "
+                                                        f"there are {', '.join(valid)}")
+    for name in requested:
+        for dotted in grid:
+            if OBSERVABLES[name].depends_on(dotted):
+                raise fail("output", "observables", f"{name!r} depends on {dotted}, which [sweep.grid] varies: a "
+                                                    f"sweep's observables are one function of x for every cell "
+                                                    f"(leave {name!r} out, or run one sweep per {dotted}); "
+                                                    f"\"probe\" is folded in per cell")

@@ -385,6 +385,25 @@ class Restriction:
             x[..., index] = ((rounded - self._integer_mean) / self._integer_scale).astype(x.dtype)
         return x
 
+    def report_point(self, x: Array) -> Array:
+        """:meth:`report` of ONE point ``(dim,)`` in JAX (traceable, e.g. inside an observable of the run).
+
+        Integer features are rounded relative to the integer c nearest each feature's mean (computed in
+        float64 here): x·scale + mean − c = x·scale − (c − mean), so float32 keeps the digits of values
+        such as a year."""
+        for columns in self.groups:
+            x = x.at[columns].set(jax.nn.one_hot(jnp.argmax(x[columns]), columns.size, dtype=x.dtype))
+        index = self.integer_indices
+        if index.size:
+            centre = np.round(self._integer_mean)
+            offset = centre - self._integer_mean
+            low, high = self._integer_range()
+            scale, shift = jnp.asarray(self._integer_scale, x.dtype), jnp.asarray(offset, x.dtype)
+            steps = jnp.clip(jnp.round(x[index] * scale - shift), jnp.asarray(low - centre, x.dtype),
+                             jnp.asarray(high - centre, x.dtype))  # the rounded value, minus c
+            x = x.at[index].set((steps + shift) / scale)
+        return x
+
     def inverse(self, x: np.ndarray) -> np.ndarray:
         """Data-space points ``(..., dim)`` → ``z`` ``(..., num_free)`` (NumPy; for initial positions).
 

@@ -9,13 +9,14 @@ so a sweep over them is one compiled program.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import time
 import warnings
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,13 @@ import numpy as np
 from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
 from jaxprobe._io import atomic_write, is_writer
-from jaxprobe.config import TREE_KINDS, ConfigError, Config
+from jaxprobe.config import PROBE_TYPES, TREE_KINDS, ConfigError, Config
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
 
-__all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS"]
+__all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS",
+           "OBSERVABLES", "BuiltinObservable", "observables_for", "make_observables"]
 
 #: Config keys the sweep engine takes directly (the rest are probe parameters).
 ENGINE_KEYS = {"sampler.temperature": "temperature", "sampler.seed": "seed", "sampler.step_size": "step_size",
@@ -331,6 +333,177 @@ def _check_values(prepared: Prepared, config: Config, grid: dict[str, list]) -> 
                           "or a saved network)")
 
 
+# ------------------------------------------------------------------ built-in observables ([output] observables)
+
+
+CLASSIFIER_TASKS = ("binary", "multiclass")
+ALL_TASKS = ("binary", "multiclass", "regression")
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinObservable:
+    """A named observable a configuration file can ask for (``[output] observables``): files are data, never code.
+
+    ``doc``: what it is (one line); ``tasks`` / ``probes``: the data sets' tasks and the probe types it is
+    defined for; ``reads``: configuration keys (``"section.key"``, or ``"section."`` for all of a section)
+    its function depends on, which a sweep's grid may not vary; ``answer``: the summary's answer field it
+    gives when the draws are not kept; ``make(prepared, sections)``: its function of ONE x ``(d,)`` in the
+    models' input (standardized) space, or ``None`` for ``"probe"`` (G(x), folded in by every run).
+    """
+
+    doc: str
+    tasks: tuple[str, ...] = ALL_TASKS
+    probes: tuple[str, ...] = PROBE_TYPES
+    reads: tuple[str, ...] = ()
+    answer: str | None = None
+    make: Callable[["Prepared", dict], Callable] | None = None
+
+    def depends_on(self, dotted: str) -> bool:
+        """Whether the function changes with the configuration key ``dotted`` (a sweep may not vary it)."""
+        return any(dotted == read or (read.endswith(".") and dotted.startswith(read)) for read in self.reads)
+
+
+def _predicted_class(prepared: "Prepared", sections: dict) -> Callable:
+    model, num_classes = prepared.model.fn, prepared.num_classes
+    return lambda x: jax.nn.one_hot(jnp.argmax(model(x)), num_classes, dtype=x.dtype)
+
+
+def _disagree(prepared: "Prepared", sections: dict) -> Callable:
+    model, other = prepared.model.fn, prepared.compare.fn
+    return lambda x: (jnp.argmax(model(x)) != jnp.argmax(other(x))).astype(x.dtype)
+
+
+def _within_alpha(prepared: "Prepared", sections: dict) -> Callable:
+    model, alpha = prepared.model.fn, sections["probe"]["alpha"]
+    return lambda x: (jnp.abs(model(x)[1] - alpha) < 0.1).astype(x.dtype)
+
+
+def _target_prediction(prepared: "Prepared", sections: dict) -> Callable:
+    model, target = prepared.model.fn, sections["probe"]["target"]
+    return lambda x: (jnp.argmax(model(x)) == target).astype(x.dtype)
+
+
+def _model_output(prepared: "Prepared", sections: dict) -> Callable:
+    model = prepared.model.fn
+    return lambda x: jnp.asarray(model(x), x.dtype)
+
+
+def _features(prepared: "Prepared", sections: dict) -> Callable:
+    scale = np.asarray(prepared.dataset.scale, np.float32)
+    mean = np.asarray(prepared.dataset.mean, np.float32)
+    return lambda x: x * scale + mean
+
+
+#: The observables a configuration can name, each a function of one input x, averaged over every chain and kept
+#: draw as the run goes (``samples.observables[name]``: mean and its Monte-Carlo standard error), so that the answer
+#: needs no kept draws (``[output] keep_draws = false``). Each but ``"probe"`` is evaluated on x as the draws are
+#: reported (one-hot groups as their category, integer features rounded), so its mean is the kept draws' fraction or
+#: mean exactly.
+OBSERVABLES: dict[str, BuiltinObservable] = {
+    "probe": BuiltinObservable("G(x) at the sampled point (every run folds it in: probe_mean and probe_mcse)"),
+    "features": BuiltinObservable("x in original units, shape (d,): its mean is the feature means",
+                                  reads=("data.name", "data.options"), answer="features_original_units",
+                                  make=_features),
+    "predicted_class": BuiltinObservable("one-hot of the model's predicted class, shape (K,): its mean is the class "
+                                         "fractions", tasks=CLASSIFIER_TASKS, reads=("data.", "model."),
+                                         answer="predicted_class_fractions", make=_predicted_class),
+    "model_output": BuiltinObservable("the model's output: a regression value, or a classifier's class "
+                                      "probabilities (K,)", reads=("data.", "model."), answer="mean_model_output",
+                                      make=_model_output),
+    "disagree": BuiltinObservable("1 where the [model] and [compare] predicted classes differ", tasks=CLASSIFIER_TASKS,
+                                  probes=("model_contrast",), reads=("data.", "model.", "compare."),
+                                  answer="fraction_of_samples_where_models_disagree", make=_disagree),
+    "within_0.1_of_alpha": BuiltinObservable("1 where |P(class 1 | x) - alpha| < 0.1", tasks=("binary",),
+                                             probes=("prediction_risky",), reads=("data.", "model.", "probe.alpha"),
+                                             answer="fraction_within_0.1_of_alpha", make=_within_alpha),
+    "target_prediction": BuiltinObservable("1 where the model predicts the target class",
+                                           tasks=CLASSIFIER_TASKS, probes=("fixed_label",),
+                                           reads=("data.", "model.", "probe.target"),
+                                           answer="fraction_with_target_prediction", make=_target_prediction),
+}
+
+
+def observables_for(probe_type: str, task: str) -> tuple[str, ...]:
+    """The built-in observable names defined for a ``probe_type`` probe of a model of ``task``.
+
+    Parameters
+    ----------
+    probe_type
+        One of :data:`jaxprobe.config.PROBE_TYPES`.
+    task
+        The data set's task: ``"binary"``, ``"multiclass"`` or ``"regression"``.
+
+    Returns
+    -------
+    tuple of str
+        Names of :data:`OBSERVABLES`, in its order.
+    """
+    return tuple(name for name, spec in OBSERVABLES.items() if probe_type in spec.probes and task in spec.tasks)
+
+
+class _Observable:
+    """A built-in observable's function, equal to another for the same name, models and values (so a
+    configuration run again in one process reuses its compiled program)."""
+
+    def __init__(self, name: str, fn: Callable, report: Callable | None, key: tuple):
+        self.name, self.fn, self.report, self.key = name, fn, report, key
+
+    def __call__(self, x: Any) -> Any:
+        return self.fn(x if self.report is None else self.report(x))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Observable) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def _report_of(restriction: constraints_module.Restriction | None) -> Callable | None:
+    """The restriction's :meth:`~jaxprobe.constraints.Restriction.report_point` (JAX, one point), or ``None``
+    when reporting changes nothing."""
+    if restriction is None or not restriction.is_relaxed:
+        return None
+    return restriction.report_point
+
+
+def make_observables(prepared: Prepared, sections: dict[str, dict[str, Any]], names: Sequence[str],
+                     constraints: Any = None) -> dict[str, Callable]:
+    """The built-in observables ``names`` of a configuration as ``{name: fn}`` for :func:`jaxprobe.sweep`.
+
+    Parameters
+    ----------
+    prepared
+        The configuration's data and fitted models (their own JAX functions, the ones its probe calls).
+    sections
+        The configuration's sections (``probe.alpha``, ``probe.target``).
+    names
+        Names of :data:`OBSERVABLES` (checked by :func:`jaxprobe.config.parse_config`); ``"probe"`` is
+        left out: every run folds G(x) in already.
+    constraints
+        The question's constraints (:func:`build_problem`), so that each function sees x as the draws are
+        reported (one-hot groups as categories, integers rounded), as the answer computed from kept draws does.
+
+    Returns
+    -------
+    dict
+        ``{name: fn}``, each ``fn`` a JAX function of one x ``(d,)`` in the models' input (standardized) space.
+    """
+    restriction = None if constraints is None else constraints_module.restriction(constraints,
+                                                                                prepared.num_features)
+    report = _report_of(restriction)
+    dataset = prepared.dataset
+    out = {}
+    for name in names:
+        spec = OBSERVABLES[name]
+        if spec.make is None:  # "probe": folded in by the run itself
+            continue
+        key = (name, prepared.model, prepared.compare, repr(sections["probe"].get("alpha")),
+               repr(sections["probe"].get("target")), restriction if report is not None else None,
+               dataset.mean.tobytes(), dataset.scale.tobytes())
+        out[name] = _Observable(name, spec.make(prepared, sections), report, key)
+    return out
+
+
 # ------------------------------------------------------------------ sweep and run
 
 
@@ -358,7 +531,11 @@ def _split_grid(config: Config) -> tuple[dict[str, list], list[str]]:
 
 def sweep_config(config: Config, *, out: str | None = None, progress: bool = True, keep_samples: bool = False
                  ) -> SweepResult:
-    """Run the sweep a configuration describes (``jaxprobe sweep``); results in ``out`` (default ``[output] dir``)."""
+    """Run the sweep a configuration describes (``jaxprobe sweep``); results in ``out`` (default ``[output] dir``).
+
+    ``[output] observables`` are folded into every cell (``cells/<id>.npz``: ``Samples.load(...).observables``;
+    ``"probe"`` is the table's ``probe_mean`` / ``probe_mcse``); ``[output] keep_draws = false`` keeps no draw.
+    """
     check_config(config)  # every model fitted and every value checked before the first cell runs
     grid, static = _split_grid(config)
     if not grid:
@@ -373,11 +550,21 @@ def sweep_config(config: Config, *, out: str | None = None, progress: bool = Tru
 
     sampler = config.sections["sampler"]
     options = {key: sampler[key] for key in ("num_chains", "num_samples", "num_warmup", "thin", "step_size_mode")}
+    output = config.sections["output"]
+    observables = None
+    if any(OBSERVABLES[name].make is not None for name in output["observables"]):
+        # One function of x for every cell (parse_config refused grids over the keys it reads), made with the
+        # first cell's data, models and constraints.
+        first = config.with_values({dotted: values[0] for dotted, values in config.grid.items()})
+        prepared = Prepared(first)
+        observables = make_observables(prepared, first.sections, output["observables"],
+                                       build_problem(prepared, first.sections, {}).constraints)
     return sweep(sampler["seed"], build_probe, grid, temperature=sampler["temperature"], sampler=sampler["name"],
                  step_size=sampler["step_size"], static=static, sampler_options=sampler["options"] or None,
                  cells_per_batch=config.sections.get("sweep", {}).get("cells_per_batch"),
-                 out=out or config.sections["output"]["dir"], progress=progress, keep_samples=keep_samples,
-                 numerics=sampler.get("numerics"), **options)
+                 out=out or output["dir"], progress=progress, keep_samples=keep_samples,
+                 numerics=sampler.get("numerics"), observables=observables, keep_draws=output["keep_draws"],
+                 **options)
 
 
 def check_config(config: Config) -> None:
@@ -401,13 +588,39 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     Writes ``samples.npz`` (standardized units, the models' input space),
     ``samples_original_units.npz`` (``x``: ``(chain, draw, d)`` in original units),
     ``summary.json`` and, with ``[output] plots = true``, ``features.png``.
-    Returns the summary.
+    ``[output] observables`` (built-ins, :data:`OBSERVABLES`) are averaged as the
+    chains run: ``summary["answer"]["observables"][name]`` holds their mean and
+    MCSE. With ``[output] keep_draws = false`` no draw is kept: ``samples.npz``
+    holds the verdict and the observables, there is no ``samples_original_units.npz``
+    (one left in ``out`` by an earlier run is removed), and the answer's fields that
+    need draws come from the observables; a field whose observable was not asked for
+    is left out, and ``answer["notes"]`` says which observable gives it.
+
+    Parameters
+    ----------
+    config
+        A validated configuration (:func:`jaxprobe.config.load_config`).
+    out
+        The output folder (default ``[output] dir``).
+    progress
+        Draw the run's progress bar.
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json``.
     """
     started = time.perf_counter()
     out = out or config.sections["output"]["dir"]
     check_config(config)
     prepared = Prepared(config)  # fitted once: Prepared caches the fitted models per process
     sampler = config.sections["sampler"]
+    output = config.sections["output"]
+    keep_draws = output["keep_draws"]
+    observables = None
+    if any(OBSERVABLES[name].make is not None for name in output["observables"]):
+        observables = make_observables(prepared, config.sections, output["observables"],
+                                       build_problem(prepared, config.sections, {}).constraints)
     # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again
     # (the draws are filled into mapped files chunk by chunk); the checkpoint is removed once the results are written.
     checkpoint = os.path.join(out, "checkpoint.npz")
@@ -420,7 +633,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                        num_samples=sampler["num_samples"], num_warmup=sampler["num_warmup"], thin=sampler["thin"],
                        step_size_mode=sampler["step_size_mode"], sampler_options=sampler["options"] or None,
                        progress=progress, seed=0, convergence="ignore", checkpoint=checkpoint,
-                       numerics=sampler.get("numerics"))
+                       numerics=sampler.get("numerics"), observables=observables, keep_draws=keep_draws)
     except CheckpointMismatchError as error:  # never mixes two questions' draws; says what to do instead
         raise ConfigError(f"{checkpoint} holds an unfinished run of another question (it differs in "
                           f"{', '.join(error.differing)}): finish it with the configuration that started it, or "
@@ -431,10 +644,15 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     samples = result.samples[0]
     os.makedirs(out, exist_ok=True)
     samples.save(os.path.join(out, "samples.npz"))
-    z = samples.positions
-    x = prepared.dataset.unstandardize(z.reshape(-1, z.shape[-1])).reshape(z.shape)
-    atomic_write(os.path.join(out, "samples_original_units.npz"),
-                 lambda stream: np.savez(stream, x=x, feature_names=np.asarray(prepared.dataset.feature_names)))
+    original_units = os.path.join(out, "samples_original_units.npz")
+    x = None
+    if keep_draws:
+        z = samples.positions
+        x = prepared.dataset.unstandardize(z.reshape(-1, z.shape[-1])).reshape(z.shape)
+        atomic_write(original_units,
+                     lambda stream: np.savez(stream, x=x, feature_names=np.asarray(prepared.dataset.feature_names)))
+    elif is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
+        os.unlink(original_units)
     summary = _summary(prepared, config, samples, row, x)
     summary["seconds"] = time.perf_counter() - started
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
@@ -443,7 +661,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
         shutil.rmtree(checkpoint + ".draws", ignore_errors=True)
         if os.path.exists(checkpoint):
             os.unlink(checkpoint)
-    if config.sections["output"]["plots"]:
+    if output["plots"] and x is not None:  # parse_config refuses plots = true with keep_draws = false
         from jaxprobe.plots.tabular import feature_distributions
 
         anchor = None
@@ -457,32 +675,104 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     return summary
 
 
-def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarray) -> dict[str, Any]:
-    draws = samples.positions.reshape(-1, samples.positions.shape[-1])
-    outputs = prepared.model_outputs(prepared.model, draws)
+def _json_value(value: Any) -> Any:
+    """A float, or a (nested) list for an array; non-finite values as None (JSON has no NaN)."""
+    array = np.asarray(value, np.float64)
+    if array.ndim == 0:
+        return float(array) if np.isfinite(array) else None
+    return [_json_value(item) for item in array]
+
+
+def _observed(samples, row: dict, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{name: {"mean", "mcse"}}`` of the requested observables (``"probe"``: the run's own G(x) estimate)."""
+    found = dict(samples.observables or {})
+    out = {}
+    for name in names:
+        if name == "probe":
+            out[name] = {"mean": row["probe_mean"], "mcse": row["probe_mcse"]}
+        else:
+            out[name] = {"mean": _json_value(found[name].mean), "mcse": _json_value(found[name].mcse)}
+    return out
+
+
+_DRAWS_ONLY_PROBE_VALUES = ("sd", "min", "q05", "median", "q95", "max")
+
+
+def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarray | None) -> dict[str, Any]:
+    """The run's summary; ``x`` the kept draws in original units, or None (``keep_draws = false``: the answer's
+    fields that need draws come from the observables, and ``answer["notes"]`` names those not asked for)."""
+    requested = config.sections["output"]["observables"]
+    observed = _observed(samples, row, requested)
+    notes: list[str] = []
+    outputs = None
+    if x is not None:
+        draws = samples.positions.reshape(-1, samples.positions.shape[-1])
+        outputs = prepared.model_outputs(prepared.model, draws)
     test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
     probe_type = config.get("probe.type")
     answer: dict[str, Any] = {}
+
+    def from_draws_or_observable(field: str, name: str, from_draws: Callable, from_mean: Callable) -> None:
+        if outputs is not None:
+            answer[field] = from_draws()
+        elif name in observed:
+            answer[field] = from_mean(np.asarray(observed[name]["mean"], np.float64))
+        else:
+            notes.append(f"{field} needs the draws: add \"{name}\" to [output] observables (or set keep_draws "
+                         "= true)")
+
     if prepared.task == "regression":
         residual = test_outputs - prepared.test.y
         answer["model_test_r2"] = float(1 - np.mean(residual**2) / np.var(prepared.test.y))
-        answer["mean_model_output"] = float(np.mean(outputs))
+        from_draws_or_observable("mean_model_output", "model_output", lambda: float(np.mean(outputs)),
+                                 lambda mean: float(np.mean(mean)))
     else:
-        predicted = outputs.argmax(axis=-1)
+        predicted = outputs.argmax(axis=-1) if outputs is not None else None
+        class_names = prepared.dataset.class_names
         answer["model_test_accuracy"] = float(np.mean(test_outputs.argmax(axis=-1) == prepared.test.y))
-        answer["predicted_class_fractions"] = {name: float(np.mean(predicted == k))
-                                               for k, name in enumerate(prepared.dataset.class_names)}
+        from_draws_or_observable(
+            "predicted_class_fractions", "predicted_class",
+            lambda: {name: float(np.mean(predicted == k)) for k, name in enumerate(class_names)},
+            lambda mean: {name: float(mean[k]) for k, name in enumerate(class_names)})
         if probe_type == "fixed_label":
-            answer["fraction_with_target_prediction"] = float(np.mean(predicted == config.get("probe.target")))
+            from_draws_or_observable("fraction_with_target_prediction", "target_prediction",
+                                     lambda: float(np.mean(predicted == config.get("probe.target"))), float)
         if probe_type == "prediction_risky" and prepared.task == "binary":
-            answer["fraction_within_0.1_of_alpha"] = float(np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha"))
-                                                                   < 0.1))
+            from_draws_or_observable(
+                "fraction_within_0.1_of_alpha", "within_0.1_of_alpha",
+                lambda: float(np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1)), float)
         if probe_type == "model_contrast":
-            other = prepared.model_outputs(prepared.compare, draws).argmax(axis=-1)
             other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
-            answer["fraction_of_samples_where_models_disagree"] = float(np.mean(predicted != other))
+            from_draws_or_observable(
+                "fraction_of_samples_where_models_disagree", "disagree",
+                lambda: float(np.mean(predicted != prepared.model_outputs(prepared.compare, draws).argmax(axis=-1))),
+                float)
             answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
-    flat_x = x.reshape(-1, x.shape[-1])
+    if observed:
+        answer["observables"] = observed
+
+    names = prepared.dataset.feature_names
+    if x is not None:
+        flat_x = x.reshape(-1, x.shape[-1])
+        features = {name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
+                           "data_mean": float(prepared.train.x[:, i].mean())} for i, name in enumerate(names)}
+    else:
+        means = observed.get("features", {}).get("mean")
+        features = {}
+        for i, name in enumerate(names):
+            features[name] = {} if means is None else {"mean": means[i]}
+            features[name]["data_mean"] = float(prepared.train.x[:, i].mean())
+        if means is None:
+            notes.append("features_original_units mean needs the draws: add \"features\" to [output] observables "
+                         "(or set keep_draws = true)")
+        notes.append("features_original_units sd needs the draws (keep_draws = true)")
+    probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
+    if x is None:
+        probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
+        notes.append(f"probe_value {', '.join(_DRAWS_ONLY_PROBE_VALUES)} need the draws (keep_draws = true); its "
+                     "mean and mcse do not")
+    if notes:
+        answer["notes"] = notes
     return {
         "config": config.path,
         "data": config.get("data.name"),
@@ -491,15 +781,13 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
         "sampler": samples.sampler,
         "num_chains": samples.num_chains,
         "num_samples_per_chain": samples.num_draws,
+        "keep_draws": x is not None,
         "acceptance_rate": row["acceptance_rate"],
         "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
         "min_ess_bulk": samples.verdict.min_ess_bulk,
-        "probe_value": {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")},
+        "probe_value": probe_value,
         "answer": answer,
-        "features_original_units": {
-            name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
-                   "data_mean": float(prepared.train.x[:, i].mean())}
-            for i, name in enumerate(prepared.dataset.feature_names)},
+        "features_original_units": features,
         "compile_seconds": row["compile_seconds"],
         "log_evidence": samples.log_evidence,
         "log_evidence_se": samples.log_evidence_se,
