@@ -353,6 +353,12 @@ def _burn_in(rng_key, state, kernel, logdensity_fn, steps):
     return state, stats
 
 
+@jit_bounded(static_argnames=("fn",))
+def _observe_particles(fn, particles):
+    """An observable (a function of one flat position) at every particle ``(N, D)``."""
+    return jax.vmap(fn)(particles)
+
+
 @jit_bounded(static_argnames=("monitor",))
 def _finalize(stats, monitor):
     """The verdict's device-side numbers (:func:`jaxprobe.engine.streaming.finalize`)."""
@@ -614,7 +620,9 @@ def sample(
         (:mod:`jaxprobe.engine.streaming`): ``samples.observables["name"]`` has ``.mean``
         and ``.mcse`` (``fn``'s output shape; the Monte-Carlo standard error by batch
         means) and ``.per_chain_mean`` ``(C, ...)``. Each is checked on one chain's
-        starting point before anything compiles.
+        starting point before anything compiles. With ``sampler="smc"`` each is also
+        evaluated at the SMC run's final particles: ``samples.particle_observables``, its
+        standard error from the independent particle groups.
     keep_draws
         ``False``: store no draw (``samples.positions`` is ``None``): memory ``O(C·D)``
         whatever ``num_samples`` is; the verdict and the observables are still computed,
@@ -920,6 +928,10 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         verdict=verdict,
         observables={name: streaming.observed(jax.tree.map(_to_host, sums))
                      for name, sums in observable_sums.items()} or None,
+        particle_observables=None if smc_result is None else {
+            name: streaming.particle_observed(_to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
+                                              run.smc.groups(run.num_chains))
+            for name, fn in run.monitor.observables} or None,
         **evidence,
     )
 

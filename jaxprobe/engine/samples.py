@@ -136,6 +136,11 @@ class Samples:
         ``{name: Observed}`` for the ``observables=`` of the run: ``.mean``, ``.mcse`` (the
         Monte-Carlo standard error, batch means over chains and draws) and
         ``.per_chain_mean`` ``(C, ...)``, accumulated on the device as the run went; or ``None``.
+    particle_observables
+        For chains started by sequential Monte Carlo (``sampler="smc"``): the same observables over the
+        SMC run's final particles (before the chains move on): ``.mean``, ``.mcse`` from the independent
+        particle groups (``.num_batches`` of them) and ``.per_chain_mean``, each particle's value; else
+        ``None``.
     numerics
         The numerics policy of the run, ``"reproducible"`` or ``"fast"``
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
@@ -164,6 +169,7 @@ class Samples:
     evidence_path: dict[str, np.ndarray] | None = None
     numerics: str | None = None
     observables: dict[str, Observed] | None = None
+    particle_observables: dict[str, Observed] | None = None
 
     @property
     def num_chains(self) -> int:
@@ -259,15 +265,19 @@ class Samples:
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
             "observables": {name: int(value.num_batches) for name, value in (self.observables or {}).items()},
+            "particle_observables": {name: int(value.num_batches)
+                                     for name, value in (self.particle_observables or {}).items()},
         }
         arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
         for name in ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
                      "num_gradient_evaluations"):
             if getattr(self, name) is not None:
                 arrays[name] = np.asarray(getattr(self, name))
-        for i, value in enumerate((self.observables or {}).values()):
-            for field in ("mean", "mcse", "per_chain_mean"):
-                arrays[f"observable_{i}.{field}"] = np.asarray(getattr(value, field))
+        for prefix, estimates in (("observable", self.observables), ("particle_observable",
+                                                                      self.particle_observables)):
+            for i, value in enumerate((estimates or {}).values()):
+                for field in ("mean", "mcse", "per_chain_mean"):
+                    arrays[f"{prefix}_{i}.{field}"] = np.asarray(getattr(value, field))
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
         for i, key in enumerate(self.evidence_path or {}):
@@ -288,10 +298,11 @@ class Samples:
             leaves = [data[f"position_{i}"] for i in range(count)]
             path_keys = header.get("evidence_path")
             verdict = header.get("verdict")
-            observables = {
-                name: Observed(*(data[f"observable_{i}.{field}"] for field in ("mean", "mcse", "per_chain_mean")),
-                               num_batches)
-                for i, (name, num_batches) in enumerate(header.get("observables", {}).items())} or None
+            observables, particle_observables = (
+                {name: Observed(*(data[f"{prefix}_{i}.{field}"] for field in ("mean", "mcse", "per_chain_mean")),
+                                num_batches)
+                 for i, (name, num_batches) in enumerate(header.get(key, {}).items())} or None
+                for prefix, key in (("observable", "observables"), ("particle_observable", "particle_observables")))
             return cls(
                 positions=None if header["structure"] is None else _decode_structure(header["structure"], leaves),
                 logdensity=data["logdensity"] if "logdensity" in data.files else None,
@@ -312,6 +323,7 @@ class Samples:
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
                 numerics=header.get("numerics"),
                 observables=observables,
+                particle_observables=particle_observables,
             )
 
     def to_arviz(self):

@@ -36,7 +36,7 @@ from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
            "DrawStats", "ObservableSums", "Observed", "Statistics", "RankStatistics", "subset_plan", "init_stats",
-           "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed"]
+           "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed", "particle_observed"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
 DIAGNOSTIC_VALUES = 4096
@@ -314,6 +314,20 @@ def _drift(x: np.ndarray, flat: bool) -> np.ndarray:
         spread_last = np.nanstd(x[:, -quarter:], axis=(0, 1))
         growing = (spread_last >= SPREAD_GROWTH * spread_first) & (num_chains >= MIN_CHAINS_FOR_SPREAD)
     return moving & (flat | growing)
+
+
+def particle_observed(values: Any, num_groups: int) -> Observed:
+    """An observable over the N equally weighted particles of a tempered SMC run, ``values`` ``(N, *shape)``,
+    whose ``num_groups`` = G groups of N/G consecutive particles are independent SMC systems
+    (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` over all particles, ``mcse`` the standard deviation
+    (ddof 1) of the G group means over √G (NaN for G = 1; a t statistic with G − 1 degrees of freedom),
+    ``per_chain_mean`` the particles' own values and ``num_batches`` G."""
+    values = np.asarray(values, np.float64)
+    groups = values.reshape((num_groups, -1) + values.shape[1:]).mean(axis=1)
+    mean = values.mean(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcse = groups.std(axis=0, ddof=1) / np.sqrt(num_groups) if num_groups > 1 else np.full(mean.shape, np.nan)
+    return Observed(mean, mcse, values, int(num_groups))
 
 
 def observed(sums: ObservableSums) -> Observed:

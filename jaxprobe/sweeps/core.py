@@ -241,6 +241,9 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
         in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
         monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
+        if smc is not None and in_data_space:  # the observables at the SMC particles the chains start from
+            out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
+            out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
         monitored = streaming.init_stats(monitor, dtype)
         to_data = jax.vmap(question.to_data)
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
@@ -955,6 +958,10 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         chains_start_at_target=evidence.get("chains_start_at_target", False))
     observables = {name: streaming.observed(sums) for name, sums in one["observable_sums"].items()}
     probe = observables.pop("probe")
+    particle_observables = None
+    if "particle_values" in one:
+        particle_observables = {name: streaming.particle_observed(values, int(one["particle_groups"]))
+                                for name, values in one["particle_values"].items()}
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}
     samples = Samples(
@@ -963,7 +970,8 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         num_nonfinite=one["num_nonfinite"].astype(np.int64),
         num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
-        numerics=settings["numerics"], verdict=verdict, observables=observables or None, **evidence)
+        numerics=settings["numerics"], verdict=verdict, observables=observables or None,
+        particle_observables=particle_observables, **evidence)
     return _finished_row(cell, identifier, index, samples, probe, chain_major["probe"], one["probe_subset"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
@@ -1045,7 +1053,8 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     seconds = time.perf_counter() - tick
     observed = dict(samples.observables)
     probe = observed.pop("probe")
-    samples = dataclasses.replace(samples, observables=observed or None)
+    particles = {name: value for name, value in (samples.particle_observables or {}).items() if name != "probe"}
+    samples = dataclasses.replace(samples, observables=observed or None, particle_observables=particles or None)
     probe_values = probe_subset = None
     if samples.positions is not None:
         probe_values = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
