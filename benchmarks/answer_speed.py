@@ -811,8 +811,9 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", "### Where `sample()`'s time goes", "",
               "The fastest timed call (the one the min ratio uses), seconds, split into the steps of `api.sample` "
               "(each ends synchronized with the device): checks (`_validate`), placing the chains + `init` (`_place`), warmup (`_adapt_or_resume`: "
-              "the adaptation in 10 chunks), the sampling chunks (`_run_chunks`: 20 chunks, each folded into the "
-              "verdict's statistics and copied to the host while the next runs), the host end (`_result`); *other* = "
+              "the adaptation; one chunk with progress=False), the sampling (`_run_chunks`: with progress=False on one "
+              "CPU device one chunk, its every draw folded into the verdict's statistics, the draws written into the "
+              "buffer that becomes the result), the host end (`_result`); *other* = "
               "the rest of the call. The limit's split is an estimate by transitions.", "",
               "| C | thin | checks | place + init | warmup | sampling chunks | host end | other | sample | limit | "
               "limit warmup (est.) | limit sampling (est.) |",

@@ -51,14 +51,19 @@ def child_main(spec: dict) -> None:
     w1 = jax.random.normal(keys[0], (DIM, HIDDEN)) / np.sqrt(DIM)
     w2 = jax.random.normal(keys[1], (HIDDEN,)) / np.sqrt(HIDDEN)
 
-    def probe(x):
+    def risky(x):
         return (jax.nn.sigmoid(jnp.tanh(x @ w1) @ w2) - 0.5) ** 2
+
+    probe = jaxprobe.probes.Probe(risky, "prediction_risky")  # a Probe: a bare function would be build_probe()
 
     temperatures = np.geomspace(1e-2, 1.0, spec["cells"]).tolist()
     result = jaxprobe.sweep(0, probe, {"temperature": temperatures}, num_chains=spec["chains"],
                             num_samples=spec["samples"], num_warmup=spec["warmup"], dim=DIM,
                             prior=jaxprobe.priors.StandardNormal(), keep_samples=spec["keep_samples"],
                             progress=False, convergence="ignore")
+    failed = [row["error"] for row in result.rows if row["status"] == "error"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(result.rows)} cells failed, e.g. {failed[0]}")
     kept = sum(s.positions.nbytes for s in result.samples if s is not None) if spec["keep_samples"] else 0
     print("RESULT " + json.dumps({"ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                                   "positions_bytes": kept, "rows": len(result.rows)}), flush=True)
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"| {args.cells} cells, `keep_samples=True` | {peak['keep']:.0f} |",
         f"| {args.cells} cells, `keep_samples=False` | {peak['no_samples']:.0f} |",
         f"| {args.small_cells} cells, `keep_samples=False` | {peak['no_samples_small']:.0f} |", "",
+        f"- Positions held by the result: {figures['keep']['positions_bytes'] / MB:.0f} MB.",
         f"- Kept draws (positions, log density, G(x)): {draws_bytes / MB:.0f} MB; kept − not kept = "
         f"{extra / MB:.0f} MB = **{results['draws_ratio']:.2f}×** the draws (target ≤ {DRAWS_TARGET}×): "
         f"**{'PASS' if results['draws_pass'] else 'FAIL'}**.",
