@@ -13,7 +13,7 @@ Same work on every side: C chains, W warmup steps, N draws, float32, the same st
 density function, the step-size/mass-matrix adaptation each sampler's defaults call for:
 
 - jaxprobe: ``jaxprobe.sample(seed, logdensity, init, sampler=S, num_warmup=W, num_samples=N, progress=False)``
-  (the registry's samplers, ``known_samplers()``; SMC with ``reference=`` the standard-normal prior). It compiles
+  (the registry's samplers, ``known_kernels()``; SMC with ``reference=`` the standard-normal prior). It compiles
   an init program, the adaptation's init / update (one per warmup chunk length) / final programs, one sampling
   program per chunk length, and small eager programs (key splits, parameter broadcasts, buffers).
 - BlackJAX (its own pieces, each side jitted as a BlackJAX user would, warmup and sampling as two
@@ -75,7 +75,8 @@ import numpy as np
 
 import jaxprobe
 from jaxprobe._io import atomic_write
-from jaxprobe.engine.api import compiled_program_count, known_samplers
+from jaxprobe.engine.api import compiled_program_count
+from jaxprobe.engine.registry import known_kernels
 
 try:  # which engine is measured: the commit when the modules were imported, and whether the tree had changes
     GIT_AT_IMPORT = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -652,10 +653,10 @@ def main(argv=None) -> dict:
     if args.repetitions:
         sizes["repetitions"] = args.repetitions
     samplers = (args.samplers.split(",") if args.samplers
-                else list(QUICK_SAMPLERS if args.quick else known_samplers()))
-    unknown = [s for s in samplers if s not in known_samplers()]
+                else list(QUICK_SAMPLERS if args.quick else known_kernels()))
+    unknown = [s for s in samplers if s not in known_kernels()]
     if unknown:
-        parser.error(f"unknown sampler(s) {unknown}; known: {', '.join(known_samplers())}")
+        parser.error(f"unknown sampler(s) {unknown}; known: {', '.join(known_kernels())}")
     targets = args.targets.split(",") if args.targets else (["gaussian"] if args.quick else list(TARGETS))
     if any(t not in TARGETS for t in targets):
         parser.error(f"targets must be among {', '.join(TARGETS)}")

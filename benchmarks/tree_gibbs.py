@@ -66,7 +66,7 @@ from blackjax import diagnostics
 import jaxprobe
 from jaxprobe import reconstruct as R
 from jaxprobe._io import atomic_write
-from jaxprobe.engine import tree_gibbs
+from jaxprobe.samplers import tree_gibbs
 from jaxprobe.models import from_sklearn
 from jaxprobe.reconstruct.posterior import reconstruction_question
 from jaxprobe.reconstruct.sweep import make_model, prepare_data, run_sweep, spearman_summary

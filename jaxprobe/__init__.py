@@ -1,7 +1,7 @@
 """jaxprobe: ask trained models questions by sampling p(x) ∝ exp(−G(x)/τ)·prior(x) with many chains in JAX."""
 
 from jaxprobe import (constraints, datasets, engine, extract, latent, models, plots, priors, probes, reconstruct,
-                      sweeps)
+                      samplers, sweeps)
 from jaxprobe.engine import Samples, sample
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, Verdict
 from jaxprobe.engine.registry import register_sampler
@@ -9,8 +9,8 @@ from jaxprobe.generate import generate
 from jaxprobe.question import Question
 from jaxprobe.sweeps import sweep
 from jaxprobe.target import gibbs
+from jaxprobe._version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = ["sample", "generate", "sweep", "register_sampler", "Samples", "Question", "ConvergenceWarning", "ConvergenceError", "Verdict", "gibbs", "priors", "probes", "constraints", "models", "datasets",
-           "plots", "engine", "extract", "latent", "reconstruct", "sweeps", "__version__"]
+           "plots", "engine", "extract", "latent", "reconstruct", "samplers", "sweeps", "__version__"]

@@ -258,7 +258,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="jaxprobe", description="Question trained models by sampling.",
         epilog="Exit codes: 0 success, 1 something failed (failed sweep cells, a failed benchmark), "
                "2 bad usage or invalid configuration, 130 interrupted.")
-    from jaxprobe import __version__
+    from jaxprobe._version import __version__
 
     parser.add_argument("--version", action="version", version=f"jaxprobe {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -269,10 +269,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=int, default=400, help="kept draws per chain")
     demo.add_argument("--warmup", type=int, default=400)
     demo.add_argument("--temperature", type=float, default=0.01)
-    from jaxprobe.engine.registry import known_samplers  # the one list of samplers
+    from jaxprobe.engine.registry import known_kernels  # the demo's log density suits every engine kernel
 
-    demo.add_argument("--sampler", default="chees", choices=known_samplers(),
-                      help=f"one of {', '.join(known_samplers())} (default chees)")
+    demo.add_argument("--sampler", default="chees", choices=known_kernels(),
+                      help=f"one of {', '.join(known_kernels())} (default chees)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar or messages (the results are on file)")
     # The spelling before --quiet was shared by every subcommand; still accepted, not advertised.
     demo.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)

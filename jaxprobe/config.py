@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from jaxprobe.engine.numerics import MODES as NUMERICS_MODES
-from jaxprobe.engine.registry import known_samplers, make_kernel
+from jaxprobe.engine.registry import known_samplers, make_kernel, whole_run_sampler
 
 try:
     import tomllib
@@ -58,7 +58,7 @@ except ImportError:  # pragma: no cover - Python 3.10: the same parser as the to
         tomllib = None
 
 __all__ = ["ConfigError", "Config", "load_config", "parse_config", "SCHEMA", "BATCHED_KEYS", "PROBE_TYPES",
-           "MODEL_KINDS"]
+           "MODEL_KINDS", "OBSERVABLES", "BuiltinObservable", "observables_for"]
 
 PROBE_TYPES = ("model_contrast", "prediction_risky", "parameter_sensitive", "fixed_label")
 #: Model kinds fitted with scikit-learn on the training split (trees are piecewise constant:
@@ -70,10 +70,83 @@ CLASSIFIER_ONLY = ("logistic_regression",)
 REGRESSOR_ONLY = ("linear_regression", "ridge")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
 OUTPUTS = ("sigmoid", "softmax", "identity")
-SAMPLERS = known_samplers()  # the engine's registry (the built-in samplers; _is_sampler reads it at check time)
+SAMPLERS = known_samplers()  # the registry (engine kernels and whole-run samplers; _is_sampler reads it at check time)
 #: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
 BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
                 "localize.weight", "localize.anchor")
+
+
+# ------------------------------------------------------------------ built-in observables ([output] observables)
+
+
+CLASSIFIER_TASKS = ("binary", "multiclass")
+ALL_TASKS = ("binary", "multiclass", "regression")
+
+
+@dataclass(frozen=True)
+class BuiltinObservable:
+    """A named observable a configuration file can ask for (``[output] observables``): files are data, never code.
+
+    ``doc``: what it is (one line); ``tasks`` / ``probes``: the data sets' tasks and the probe types it is
+    defined for; ``reads``: configuration keys (``"section.key"``, or ``"section."`` for all of a section)
+    its function depends on, which a sweep's grid may not vary; ``answer``: the summary's answer field it
+    gives when the draws are not kept. Its function of x is :data:`jaxprobe.sweeps.from_config.MAKERS`'s.
+    """
+
+    doc: str
+    tasks: tuple[str, ...] = ALL_TASKS
+    probes: tuple[str, ...] = PROBE_TYPES
+    reads: tuple[str, ...] = ()
+    answer: str | None = None
+
+    def depends_on(self, dotted: str) -> bool:
+        """Whether the function changes with the configuration key ``dotted`` (a sweep may not vary it)."""
+        return any(dotted == read or (read.endswith(".") and dotted.startswith(read)) for read in self.reads)
+
+
+#: The observables a configuration can name, each a function of one input x, averaged over every chain and kept
+#: draw as the run goes (``samples.observables[name]``: mean and its Monte-Carlo standard error), so that the answer
+#: needs no kept draws (``[output] keep_draws = false``). Each but ``"probe"`` is evaluated on x as the draws are
+#: reported (one-hot groups as their category, integer features rounded), so its mean is the kept draws' fraction or
+#: mean exactly.
+OBSERVABLES: dict[str, BuiltinObservable] = {
+    "probe": BuiltinObservable("G(x) at the sampled point (every run folds it in: probe_mean and probe_mcse)"),
+    "features": BuiltinObservable("x in original units, shape (d,): its mean is the feature means",
+                                  reads=("data.name", "data.options"), answer="features_original_units"),
+    "predicted_class": BuiltinObservable("one-hot of the model's predicted class, shape (K,): its mean is the class "
+                                         "fractions", tasks=CLASSIFIER_TASKS, reads=("data.", "model."),
+                                         answer="predicted_class_fractions"),
+    "model_output": BuiltinObservable("the model's output: a regression value, or a classifier's class "
+                                      "probabilities (K,)", reads=("data.", "model."), answer="mean_model_output"),
+    "disagree": BuiltinObservable("1 where the [model] and [compare] predicted classes differ", tasks=CLASSIFIER_TASKS,
+                                  probes=("model_contrast",), reads=("data.", "model.", "compare."),
+                                  answer="fraction_of_samples_where_models_disagree"),
+    "within_0.1_of_alpha": BuiltinObservable("1 where |P(class 1 | x) - alpha| < 0.1", tasks=("binary",),
+                                             probes=("prediction_risky",), reads=("data.", "model.", "probe.alpha"),
+                                             answer="fraction_within_0.1_of_alpha"),
+    "target_prediction": BuiltinObservable("1 where the model predicts the target class",
+                                           tasks=CLASSIFIER_TASKS, probes=("fixed_label",),
+                                           reads=("data.", "model.", "probe.target"),
+                                           answer="fraction_with_target_prediction"),
+}
+
+
+def observables_for(probe_type: str, task: str) -> tuple[str, ...]:
+    """The built-in observable names defined for a ``probe_type`` probe of a model of ``task``.
+
+    Parameters
+    ----------
+    probe_type
+        One of :data:`jaxprobe.config.PROBE_TYPES`.
+    task
+        The data set's task: ``"binary"``, ``"multiclass"`` or ``"regression"``.
+
+    Returns
+    -------
+    tuple of str
+        Names of :data:`OBSERVABLES`, in its order.
+    """
+    return tuple(name for name, spec in OBSERVABLES.items() if probe_type in spec.probes and task in spec.tasks)
 
 
 class ConfigError(ValueError):
@@ -450,11 +523,15 @@ def _check_meaning(sections, grid, fail) -> None:
         raise fail("sweep.grid", "sampler.numerics", "numerics is not a grid axis: set it once in [sampler] numerics")
     for name in values("sampler.name"):  # each sampler's options, checked as sample() checks sampler_options
         try:
-            make_kernel(name, sections["sampler"]["options"])
+            if whole_run_sampler(name) is not None:  # a whole-run sampler (jaxprobe.samplers) checks its own
+                whole_run_sampler(name).check_options({"sampler_options": sections["sampler"]["options"]})
+            else:
+                make_kernel(name, sections["sampler"]["options"])
         except (TypeError, ValueError) as error:
             raise fail("sampler", "options", str(error)) from None
     for kind in values("model.kind"):
-        if kind in TREE_KINDS and any(make_kernel(s).uses_gradient for s in values("sampler.name")):
+        if kind in TREE_KINDS and any(whole_run_sampler(s) is None and make_kernel(s).uses_gradient
+                                      for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
                                         "model, or sampler name = \"rwmh\"")
     widest = 0
@@ -490,7 +567,6 @@ def _check_observables(sections, grid, fail, values) -> None:
     if not requested:
         return
     from jaxprobe import datasets
-    from jaxprobe.sweeps.from_config import OBSERVABLES, observables_for
 
     seen = set()
     for name in requested:

@@ -19,8 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import jaxprobe
+from jaxprobe import priors
 from jaxprobe._io import atomic_write
+from jaxprobe.engine import sample
+from jaxprobe.target import gibbs
 
 __all__ = ["run_demo", "train_mlp", "mlp_probability"]
 
@@ -93,9 +95,9 @@ def run_demo(out_dir: str = "jaxprobe-demo", *, seed: int = 0, num_chains: int =
     def risky(x):
         return (mlp_probability(params, x) - 0.5) ** 2
 
-    logdensity = jaxprobe.gibbs(risky, temperature, jaxprobe.priors.StandardNormal())
-    init = jaxprobe.priors.StandardNormal().sample(key_init, num_chains, (data.data.shape[1],))
-    samples = jaxprobe.sample(key_sample, logdensity, init, sampler=sampler, num_samples=num_samples,
+    logdensity = gibbs(risky, temperature, priors.StandardNormal())
+    init = priors.StandardNormal().sample(key_init, num_chains, (data.data.shape[1],))
+    samples = sample(key_sample, logdensity, init, sampler=sampler, num_samples=num_samples,
                               num_warmup=num_warmup, progress=progress)
 
     draws = samples.positions.reshape(-1, samples.positions.shape[-1])

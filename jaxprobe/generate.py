@@ -17,6 +17,7 @@ from jaxprobe.engine.api import (canonicalize_key, check_settings, known_sampler
                                  refuse_traced)
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics
+from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.question import Question
@@ -66,11 +67,13 @@ def generate(
         τ > 0.
     num_chains, num_samples, num_warmup, sampler
         As in :func:`jaxprobe.sample`; other keywords go to it too (``thin``,
-        ``step_size``, ``progress``, ``checkpoint``, ...). ``sampler="tree_gibbs"``:
-        exact coordinate-wise Gibbs sweeps (:mod:`jaxprobe.engine.tree_gibbs`) for a
-        probe built only from imported tree ensembles with a Gaussian, diagonal,
-        mixture or box prior (or none, within Box bounds); ``num_warmup`` and
-        ``thin`` then count sweeps, and the log density is that of x.
+        ``step_size``, ``progress``, ``checkpoint``, ...). A whole-run sampler
+        (:mod:`jaxprobe.samplers`, e.g. the tree-ensemble Gibbs sampler: exact
+        coordinate-wise Gibbs sweeps for a probe built only from imported tree
+        ensembles with a Gaussian, diagonal, mixture or box prior, or none within
+        Box bounds) samples the question itself: ``num_warmup`` and ``thin`` then
+        count its sweeps, the log density is that of x, and options it has no use
+        for are refused by name.
     init
         Initial points ``(num_chains, d)`` in data space, satisfying the constraints
         (points ON a ``Box`` bound, such as real data rows at a feature's minimum or
@@ -96,7 +99,7 @@ def generate(
     numerics
         ``"reproducible"``, ``"fast"`` or ``None`` (per platform: reproducible on
         CPU, fast on GPU/TPU), as in :func:`jaxprobe.sample`; checked before
-        anything compiles. Unused by ``sampler="tree_gibbs"``.
+        anything compiles. Unused by whole-run samplers (:mod:`jaxprobe.samplers`).
     observables, keep_draws
         As in :func:`jaxprobe.sample`, with each observable a function of ONE x ``(d,)``
         in data space (as the sampler visits it: one-hot groups relaxed, integers not
@@ -165,21 +168,11 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     ``dtype``: of the default starting points (float32 unless given); ``init`` keeps its own.
     """
     rng_key = canonicalize_key(rng_key)
-    if sampler == "tree_gibbs":  # exact coordinate-wise Gibbs for questions built from tree ensembles
-        from jaxprobe.engine import tree_gibbs
-
-        check_numerics(sample_options.pop("numerics", None))  # exact Gibbs sweeps: no numerics to choose
-        unsupported = [name for name, default in (("observables", None), ("keep_draws", True))
-                       if sample_options.get(name, default) is not default]
-        if unsupported:
-            raise ValueError(f"sampler='tree_gibbs' does not take {' or '.join(unsupported)} (its Gibbs sweeps "
-                             "keep every draw): ask without them, or use an engine sampler such as 'mala'")
-        for name in ("observables", "keep_draws"):
-            sample_options.pop(name, None)
-
-        result = tree_gibbs.sample_question(rng_key, question, num_chains=num_chains, num_samples=num_samples,
-                                            init=init, num_warmup=num_warmup, dtype=dtype, **sample_options)
-        if report == "valid" and question.restriction.is_relaxed:
+    whole_run = whole_run_sampler(sampler)
+    if whole_run is not None:  # a sampler that runs the whole question itself (jaxprobe.samplers)
+        result = whole_run.sample_question(rng_key, question, num_chains=num_chains, num_samples=num_samples,
+                                           init=init, num_warmup=num_warmup, dtype=dtype, **sample_options)
+        if report == "valid" and question.restriction.is_relaxed and result.positions is not None:
             result = dataclasses.replace(result, positions=question.restriction.report(result.positions))
         return result
     make_kernel(sampler, sample_options.get("sampler_options"))  # option errors before any compile

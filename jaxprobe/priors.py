@@ -5,6 +5,11 @@ Each prior is a frozen dataclass, callable as ``prior(x) -> scalar log density``
 Parameters (means, scales, covariances, bounds) may be NumPy arrays, pandas Series/DataFrames
 or nested lists; they are kept in float64 (read-only copies) and cast to the positions' dtype when evaluated.
 
+Priors that exact coordinate-wise samplers can condition (every one here) implement :class:`MixtureFormPrior`:
+``prior.mixture_form(d)`` writes the prior as a Gaussian mixture, or as flat, on a box (:class:`GaussianMixtureForm`),
+whose one-feature conditionals are 1-D Gaussians per component (the tree-ensemble Gibbs sampler of
+:mod:`jaxprobe.samplers` reads it). A prior class of one's own declares the same method to be sampled that way.
+
 Priors are values: two priors of the same class with equal parameters (arrays compared by dtype, shape
 and content) are equal and hash alike (:class:`jaxprobe._values.ValueObject`), so a question asked again
 with ``prior=DiagonalGaussian(mean, sd)`` written inline reuses its compiled programs.
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +29,8 @@ from jaxprobe._inputs import as_float_array
 from jaxprobe._values import ValueObject, frozen_array
 from jaxprobe.types import Array, ArrayTree, PRNGKey
 
-__all__ = ["StandardNormal", "DiagonalGaussian", "Gaussian", "UniformBox", "NoPrior", "standard_normal",
+__all__ = ["GaussianMixtureForm", "MixtureFormPrior", "StandardNormal", "DiagonalGaussian", "Gaussian", "UniformBox",
+           "NoPrior", "standard_normal",
            "diagonal_gaussian", "gaussian", "uniform_box", "none"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -33,6 +39,52 @@ _LOG_2PI = math.log(2.0 * math.pi)
 def _as_float_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
     """``value`` (an array, a DataFrame/Series, a nested list) as finite float64 values, else an error naming it."""
     return as_float_array(value, name, ndim=ndim)
+
+
+class GaussianMixtureForm(NamedTuple):
+    """A prior on d features as a mixture of M Gaussians, or as flat, restricted to a box (NumPy, float64).
+
+    ``log_weights`` ``(M,)``; ``means`` ``(M, d)``; ``precisions`` ``(Q, d, d)``, the components' precision
+    matrices (``Q = 1``: one shared by every component, else ``Q = M``); ``log_det_precisions`` ``(Q,)``;
+    ``flat``: no density, uniform on the box (the Gaussian fields are then placeholders); ``low``, ``high``
+    ``(d,)``: the prior's support (±inf where unbounded). Given the other features, one feature of one
+    component is then a 1-D Gaussian: mean ``x_j − Λ_j·(x − μ)/Λ_jj``, variance ``1/Λ_jj``.
+    """
+
+    log_weights: np.ndarray
+    means: np.ndarray
+    precisions: np.ndarray
+    log_det_precisions: np.ndarray
+    flat: bool
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def flat_box(cls, dim: int, low: Any = -np.inf, high: Any = np.inf) -> "GaussianMixtureForm":
+        """The flat prior on ``[low, high]`` (scalars or ``(d,)``; default the whole space)."""
+        low, high = (np.broadcast_to(np.asarray(bound, np.float64), (dim,)).copy() for bound in (low, high))
+        return cls(np.zeros(1), np.zeros((1, dim)), np.zeros((1, dim, dim)), np.zeros(1), True, low, high)
+
+    @classmethod
+    def gaussian(cls, mean: Any, precision: Any, log_det_precision: float, dim: int,
+                 name: str) -> "GaussianMixtureForm":
+        """One Gaussian ``N(mean, precision⁻¹)`` on the whole space; a ValueError if it does not have ``dim``
+        features (``name``: the prior's, for the message)."""
+        mean = np.asarray(mean, np.float64)
+        if mean.shape != (dim,):
+            raise ValueError(f"the {name} prior has {mean.size} features, the target {dim}")
+        infinite = np.full(dim, np.inf)
+        return cls(np.zeros(1), mean[None], np.asarray(precision, np.float64)[None],
+                   np.array([log_det_precision], np.float64), False, -infinite, infinite)
+
+
+@runtime_checkable
+class MixtureFormPrior(Protocol):
+    """A prior that can write itself as a Gaussian mixture or a flat box: ``mixture_form(dim) ->``
+    :class:`GaussianMixtureForm` (a ValueError when it does not fit ``dim`` features). Exact coordinate-wise
+    samplers (the tree-ensemble Gibbs sampler, :mod:`jaxprobe.samplers`) sample the priors that implement it."""
+
+    def mixture_form(self, dim: int) -> GaussianMixtureForm: ...
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -56,6 +108,10 @@ class StandardNormal(ValueObject):
         if shape is None:
             raise ValueError("StandardNormal.sample needs event_shape (here or in the constructor)")
         return jax.random.normal(rng_key, (num_chains, *shape), dtype)
+
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """N(0, I) on ``dim`` features (:class:`MixtureFormPrior`)."""
+        return GaussianMixtureForm.gaussian(np.zeros(dim), np.eye(dim), 0.0, dim, type(self).__name__)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -84,6 +140,12 @@ class DiagonalGaussian(ValueObject):
     def sample(self, rng_key: PRNGKey, num_chains: int, dtype: Any = jnp.float32) -> Array:
         noise = jax.random.normal(rng_key, (num_chains, self.mean.size), dtype)
         return jnp.asarray(self.mean, dtype) + jnp.asarray(self.scale, dtype) * noise
+
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """One Gaussian with precision ``diag(scale⁻²)`` (:class:`MixtureFormPrior`)."""
+        precision = np.diag(self.scale ** -2.0)
+        return GaussianMixtureForm.gaussian(self.mean, precision, float(np.linalg.slogdet(precision)[1]), dim,
+                                            type(self).__name__)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -121,6 +183,12 @@ class Gaussian(ValueObject):
         noise = jax.random.normal(rng_key, (num_chains, self.mean.size), dtype)
         return jnp.asarray(self.mean, dtype) + noise @ jnp.asarray(self._cholesky, dtype).T
 
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """One Gaussian with precision ``L⁻ᵀ L⁻¹`` (:class:`MixtureFormPrior`)."""
+        precision = self._inverse_cholesky.T @ self._inverse_cholesky
+        return GaussianMixtureForm.gaussian(self.mean, precision, float(np.linalg.slogdet(precision)[1]), dim,
+                                            type(self).__name__)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class UniformBox(ValueObject):
@@ -155,6 +223,14 @@ class UniformBox(ValueObject):
         uniform = jax.random.uniform(rng_key, (num_chains, *self.low.shape), dtype)
         return jnp.asarray(self.low, dtype) + uniform * jnp.asarray(self.high - self.low, dtype)
 
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """Flat on its box (:class:`MixtureFormPrior`); a ValueError if the bounds do not fit ``dim`` features."""
+        try:
+            return GaussianMixtureForm.flat_box(dim, self.low, self.high)
+        except ValueError:
+            raise ValueError(f"the UniformBox prior's bounds have shape {self.low.shape}, the target {dim} "
+                             "features") from None
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NoPrior(ValueObject):
@@ -163,6 +239,10 @@ class NoPrior(ValueObject):
     def __call__(self, x: ArrayTree) -> Array:
         leaves = jax.tree_util.tree_leaves(x)
         return jnp.zeros((), leaves[0].dtype if leaves else jnp.float32)
+
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """Flat on the whole space (:class:`MixtureFormPrior`)."""
+        return GaussianMixtureForm.flat_box(dim)
 
 
 standard_normal = StandardNormal

@@ -72,7 +72,7 @@ class Probe:
     ``models`` and ``head``, when both given, say that G depends on x only through those models:
     ``fn(x) == head(*(model(x) for model in models))`` (``prediction_risky``, ``fixed_label`` without
     ``param_dist`` and ``model_contrast`` set them, sums and multiples keep them); samplers that exploit
-    the models' structure (``sampler="tree_gibbs"`` for tree ensembles) read them. None: unknown.
+    the models' structure (the tree-ensemble Gibbs sampler of :mod:`jaxprobe.samplers`) read them. None: unknown.
     """
 
     def __init__(self, fn: Callable[[Array], Array], name: str = "probe", *, models: Any = None,

@@ -14,7 +14,7 @@ import jaxprobe
 from jaxprobe import constraints
 from jaxprobe.cli import EXIT_OK, EXIT_USAGE, main
 from jaxprobe.config import ConfigError, parse_config
-from jaxprobe.sweeps.from_config import OBSERVABLES, Prepared, observables_for, run_config
+from jaxprobe.sweeps.from_config import MAKERS, OBSERVABLES, Prepared, observables_for, run_config
 
 BASE = """\
 [data]
@@ -72,6 +72,7 @@ def test_every_built_in_has_a_doc_line_and_probe_and_task_rules():
     assert "within_0.1_of_alpha" not in observables_for("prediction_risky", "multiclass")
     assert "target_prediction" in observables_for("fixed_label", "multiclass")
     assert "predicted_class" not in observables_for("fixed_label", "regression")
+    assert set(MAKERS) == set(OBSERVABLES) - {"probe"}  # every built-in but G(x) has its function of x
 
 
 @pytest.mark.parametrize("lines, key, match", [

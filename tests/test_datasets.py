@@ -391,26 +391,27 @@ def test_bad_test_fraction(loaded, fraction):
         loaded["iris"].train_test_split(seed=0, test_fraction=fraction)
 
 
-@pytest.mark.parametrize(("call", "arg"), [
-    (lambda ds: ds.train_test_split(seed=-1), "seed"),
-    (lambda ds: ds.train_test_split(seed=1.5), "seed"),
-    (lambda ds: ds.train_test_split(stratify="yes"), "stratify"),
-    (lambda ds: datasets.circles(n=-5), "n"),
-    (lambda ds: datasets.circles(n=1), "n"),
-    (lambda ds: datasets.circles(n=10.0), "n"),
-    (lambda ds: datasets.circles(noise=-0.1), "noise"),
-    (lambda ds: datasets.circles(factor=1.0), "factor"),
-    (lambda ds: datasets.circles(seed=-3), "seed"),
-    (lambda ds: datasets.moons(n=0), "n"),
-    (lambda ds: datasets.moons(noise=float("inf")), "noise"),
-    (lambda ds: datasets.wage(threshold=1000), "threshold"),
-    (lambda ds: datasets.wage(threshold="100"), "threshold"),
-    (lambda ds: datasets.load("adult"), "name"),
-    (lambda ds: datasets.load("wage", thresh=90), "thresh"),
-    (lambda ds: datasets.load("default", seed=0), "seed"),
+@pytest.mark.parametrize(("call", "arg", "error"), [
+    (lambda ds: ds.train_test_split(seed=-1), "seed", ValueError),
+    (lambda ds: ds.train_test_split(seed=1.5), "seed", TypeError),
+    (lambda ds: ds.train_test_split(stratify="yes"), "stratify", ValueError),
+    (lambda ds: datasets.circles(n=-5), "n", ValueError),
+    (lambda ds: datasets.circles(n=1), "n", ValueError),
+    (lambda ds: datasets.circles(n=10.0), "n", TypeError),
+    (lambda ds: datasets.circles(noise=-0.1), "noise", ValueError),
+    (lambda ds: datasets.circles(factor=1.0), "factor", ValueError),
+    (lambda ds: datasets.circles(seed=-3), "seed", ValueError),
+    (lambda ds: datasets.moons(n=0), "n", ValueError),
+    (lambda ds: datasets.moons(noise=float("inf")), "noise", ValueError),
+    (lambda ds: datasets.wage(threshold=1000), "threshold", ValueError),
+    (lambda ds: datasets.wage(threshold="100"), "threshold", ValueError),
+    (lambda ds: datasets.load("adult"), "name", ValueError),
+    (lambda ds: datasets.load("wage", thresh=90), "thresh", ValueError),
+    (lambda ds: datasets.load("default", seed=0), "seed", ValueError),
 ])
-def test_bad_arguments_name_the_argument(loaded, call, arg):
-    with pytest.raises(ValueError, match=rf"\b{arg}\b"):
+def test_bad_arguments_name_the_argument(loaded, call, arg, error):
+    """A wrong value raises ValueError, a wrong type (seed=1.5, n=10.0) TypeError; each names the argument."""
+    with pytest.raises(error, match=rf"\b{arg}\b"):
         call(loaded["iris"])
 
 

@@ -27,7 +27,7 @@ PACKAGE = pathlib.Path(jaxprobe.__file__).parent
 # ---------------------------------------------------------------- protocols
 
 
-@pytest.mark.parametrize("sampler", registry.known_samplers())
+@pytest.mark.parametrize("sampler", registry.known_kernels())
 def test_every_registered_sampler_is_a_kernel_with_an_adaptation(sampler):
     kernel = registry.make_kernel(sampler)
     assert isinstance(kernel, Kernel)
@@ -87,12 +87,12 @@ class _Renamed(MALA):
 
 
 def test_registry_round_trip():
-    assert registry.known_samplers()[:6] == ("mala", "rwmh", "hmc", "nuts", "chees", "smc")
+    assert registry.known_kernels()[:6] == ("mala", "rwmh", "hmc", "nuts", "chees", "smc")
     assert jaxprobe.register_sampler is registry.register_sampler
     registered = jaxprobe.register_sampler("renamed_mala", _Renamed)
     try:
         assert registered is _Renamed
-        assert "renamed_mala" in registry.known_samplers() and "renamed_mala" in jaxprobe.engine.known_samplers()
+        assert "renamed_mala" in registry.known_kernels() and "renamed_mala" in jaxprobe.engine.known_samplers()
         assert registry.sampler_class("renamed_mala") is _Renamed
         kernel = registry.make_kernel("renamed_mala", {"target_acceptance_rate": 0.5})
         assert isinstance(kernel, _Renamed) and kernel.target_acceptance_rate == 0.5
@@ -108,7 +108,7 @@ def test_registry_round_trip():
         assert config.get("sampler.name") == "renamed_mala"
     finally:
         registry.unregister_sampler("renamed_mala")
-    assert "renamed_mala" not in registry.known_samplers()
+    assert "renamed_mala" not in registry.known_kernels()
     with pytest.raises(ValueError, match="sampler must be one of 'mala'"):
         registry.make_kernel("renamed_mala")
 
@@ -142,7 +142,7 @@ def test_register_sampler_refuses_what_cannot_run():
 
     with pytest.raises(TypeError, match="does not implement the Kernel protocol"):
         jaxprobe.register_sampler("nostep", NoStep)
-    assert not {"mutable", "undeclared", "nostep", "other"} & set(registry.known_samplers())
+    assert not {"mutable", "undeclared", "nostep", "other"} & set(registry.known_kernels())
 
 
 # ---------------------------------------------------------------- structure
@@ -155,7 +155,7 @@ def _sources():
 def test_no_branching_on_sampler_names_outside_the_registry():
     """Samplers are told apart by their kernel's members (uses_gradient, starts_at_target, adaptation, ...),
     never by comparing names, anywhere in the package but the registry."""
-    names = "|".join(registry.known_samplers())
+    names = "|".join(registry.known_kernels())
     patterns = [
         re.compile(r"\b(kernel|sampler|smc)\w*\.name\s*(==|!=)"),  # kernel.name == ...
         re.compile(rf"(==|!=)\s*['\"]({names})['\"]"),  # ... == "chees"

@@ -257,7 +257,7 @@ def test_host_rhat_and_ess_equal_blackjax():
     rhat / ess_bulk on AR(1) chains of several autocorrelations, a non-converged cell, ties and a constant."""
     from blackjax import diagnostics
 
-    from jaxprobe.sweeps.diagnostics import rhat_ess_bulk
+    from jaxprobe.engine.diagnostics import rhat_ess_bulk
 
     rng = np.random.default_rng(0)
     draws = rng.normal(size=(3, 8, 51, 5))

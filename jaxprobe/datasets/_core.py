@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from jaxprobe._inputs import check_int
+
 __all__ = ["Dataset", "Feature", "FeatureKind", "Task", "one_hot_groups"]
 
 FeatureKind = Literal["continuous", "integer", "categorical"]
@@ -320,16 +322,8 @@ def _check_real(value: Any, arg: str) -> float:
     return float(value)
 
 
-def _check_int(value: Any, arg: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{arg} must be an int, got {value!r}")  # noqa: TRY004 (the API raises ValueError)
-    if value < minimum:
-        raise ValueError(f"{arg} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_seed(seed: Any) -> int:
-    return _check_int(seed, "seed", 0)
+    return check_int(seed, "seed", minimum=0)
 
 
 # ---------------------------------------------------------------- building

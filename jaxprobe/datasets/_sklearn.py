@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from jaxprobe._inputs import check_int
 from jaxprobe.datasets._core import (
     Column,
     Dataset,
     Task,
-    _check_int,
     _check_real,
     _check_seed,
     build,
@@ -122,7 +122,7 @@ def circles(n: int = 1000, noise: float = 0.1, factor: float = 0.5, seed: int = 
         factor: inner radius over outer radius, in [0, 1).
         seed: non-negative int; the same seed gives the same points.
     """
-    n = _check_int(n, "n", 2)
+    n = check_int(n, "n", minimum=2)
     noise = _check_nonnegative(noise, "noise")
     factor = _check_real(factor, "factor")
     if not 0.0 <= factor < 1.0:
@@ -141,7 +141,7 @@ def moons(n: int = 1000, noise: float = 0.1, seed: int = 0) -> Dataset:
         noise: sd of Gaussian noise added to the points (>= 0).
         seed: non-negative int; the same seed gives the same points.
     """
-    n = _check_int(n, "n", 2)
+    n = check_int(n, "n", minimum=2)
     noise = _check_nonnegative(noise, "noise")
     x, y = _sklearn_datasets().make_moons(n_samples=n, noise=noise, random_state=_check_seed(seed))
     return _toy("moons", x, y, ("upper", "lower"),

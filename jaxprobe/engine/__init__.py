@@ -6,8 +6,10 @@ log density's parameters change; ``run_monitored`` also folds the verdict's stat
 observables in, as ``sample`` does: :mod:`jaxprobe.engine.streaming`). Every sampler
 is a :class:`Kernel` with an :class:`Adaptation` (:mod:`jaxprobe.engine.protocols`), named
 in one registry (:mod:`jaxprobe.engine.registry`: ``known_samplers``, ``make_kernel``,
-``register_sampler``). One switch, ``numerics="reproducible" | "fast"``, holds every
-batch-invariance and platform-specific speed device (:mod:`jaxprobe.engine.numerics`).
+``register_sampler``), beside the whole-run samplers (:class:`WholeRunSampler`, e.g. the
+tree-ensemble Gibbs sampler of :mod:`jaxprobe.samplers`), which run whole questions themselves.
+One switch, ``numerics="reproducible" | "fast"``, holds every batch-invariance and platform-specific
+speed device (:mod:`jaxprobe.engine.numerics`).
 """
 
 from jaxprobe.engine.api import CheckpointMismatchError, canonicalize_key, chain_sharding, sample
@@ -32,9 +34,10 @@ from jaxprobe.engine.core import (
 )
 from jaxprobe.engine.kernels import HMC, MALA, NUTS, RWMH, SMC, ChEES, GradientKernel, StepInfo, ValueKernel
 from jaxprobe.engine.numerics import FAST, REPRODUCIBLE, Numerics, numerics_field
-from jaxprobe.engine.protocols import Adaptation, Kernel
-from jaxprobe.engine.registry import (SAMPLERS, known_sampler_starts_at_target, known_samplers, make_kernel,
-                                      register_sampler, unregister_sampler)
+from jaxprobe.engine.protocols import Adaptation, Kernel, WholeRunSampler
+from jaxprobe.engine.registry import (SAMPLERS, known_kernels, known_sampler_starts_at_target, known_samplers,
+                                      make_kernel, register_sampler, register_whole_run_sampler, unregister_sampler,
+                                      unregister_whole_run_sampler, whole_run_sampler)
 from jaxprobe.engine.samples import Samples, Summary
 from jaxprobe.engine.streaming import Monitor, Observed
 
@@ -64,6 +67,7 @@ __all__ = [
     "ChEESAdaptation",
     "Kernel",
     "Adaptation",
+    "WholeRunSampler",
     "GradientKernel",
     "ValueKernel",
     "default_parameters",
@@ -71,6 +75,10 @@ __all__ = [
     "register_sampler",
     "unregister_sampler",
     "known_samplers",
+    "known_kernels",
+    "register_whole_run_sampler",
+    "unregister_whole_run_sampler",
+    "whole_run_sampler",
     "known_sampler_starts_at_target",
     "canonicalize_key",
     "chain_sharding",

@@ -29,7 +29,7 @@ from jaxprobe.engine.verdict import CoordinateNames, check_policy, report, verdi
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
 __all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
-           "make_kernel", "compiled_program_count", "CheckpointMismatchError"]
+           "make_kernel", "compiled_program_count", "CheckpointMismatchError", "Progress"]
 
 
 class CheckpointMismatchError(ValueError):
@@ -105,10 +105,6 @@ class _FlatLogDensity:
 # ------------------------------------------------------------------ validation
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    return check_int(value, name, minimum)
-
-
 def check_settings(*, num_samples: Any, num_warmup: Any, thin: Any = 1, chunk_size: Any = None,
                    step_size_mode: Any = "per_chain", target_acceptance_rate: Any = None, step_size: Any = None,
                    num_chains: int | None = None) -> tuple[int, int, int, int | None, float | None]:
@@ -116,11 +112,11 @@ def check_settings(*, num_samples: Any, num_warmup: Any, thin: Any = 1, chunk_si
     must refuse them before compiling anything of their own (``generate`` draws starting points first).
     Returns ``(num_samples, num_warmup, thin, chunk_size, target_acceptance_rate)``; ``step_size`` is
     checked when ``num_chains`` is given (a positive number or one per chain)."""
-    num_samples = _check_int("num_samples", num_samples, 1)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    thin = _check_int("thin", thin, 1)
+    num_samples = check_int(num_samples, "num_samples", 1)
+    num_warmup = check_int(num_warmup, "num_warmup", 0)
+    thin = check_int(thin, "thin", 1)
     if chunk_size is not None:
-        chunk_size = _check_int("chunk_size", chunk_size, 1)
+        chunk_size = check_int(chunk_size, "chunk_size", 1)
     if step_size_mode not in STEP_SIZE_MODES:
         raise ValueError(f"step_size_mode must be one of {STEP_SIZE_MODES}, got {step_size_mode!r}")
     if target_acceptance_rate is not None:
@@ -467,7 +463,7 @@ def _chunks(total: int, size: int) -> list[int]:
     return [size] * full + ([rest] if rest else [])
 
 
-class _Progress:
+class Progress:
     """A tqdm bar updated between chunks (never from inside compiled code)."""
 
     def __init__(self, enabled: bool, total: int, description: str):
@@ -539,7 +535,8 @@ def sample(
         ``"chees"`` (jittered HMC with cross-chain ChEES adaptation: the choice
         for hundreds of chains), ``"smc"`` (chains started by sequential Monte
         Carlo), or a sampler added with :func:`jaxprobe.register_sampler`
-        (:func:`jaxprobe.engine.known_samplers` lists them all).
+        (:func:`jaxprobe.engine.known_kernels` lists them all; whole-run samplers such as the
+        tree-ensemble Gibbs sampler take questions, through :func:`jaxprobe.generate`).
     num_samples, num_warmup, thin
         Kept draws per chain; warmup (adaptation or burn-in) transitions;
         transitions per kept draw. A run makes ``num_warmup + num_samples * thin``
@@ -648,7 +645,7 @@ def sample(
                     convergence=convergence, numerics=numerics, observables=observables, keep_draws=keep_draws)
     placed = _place(run, rng_key, devices)
     key_warmup, key_sampling = jax.random.split(rng_key)
-    bar = _Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
+    bar = Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
     run_id = _run_identity(rng_key, run, placed) if checkpoint is not None else None
     writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
     try:

@@ -1,4 +1,5 @@
-"""The engine's declared interfaces: what a sampler (``Kernel``) and a warmup (``Adaptation``) implement.
+"""The engine's declared interfaces: what a sampler (``Kernel``) and a warmup (``Adaptation``) implement, and
+what a whole-run sampler (``WholeRunSampler``) offers the front ends.
 
 Shapes: C chains, D coordinates (a flat position ``(D,)`` per chain). Everything the
 engine runs goes through these two protocols, so a kernel registered with
@@ -11,6 +12,12 @@ once per chunk of the warmup schedule) → ``adaptation.final`` → ``kernel.ste
 repeated (:mod:`jaxprobe.engine.core`). Both protocols are
 :func:`typing.runtime_checkable`, so ``isinstance(obj, Kernel)`` checks that the
 members exist (not their signatures).
+
+A :class:`WholeRunSampler` is the other kind: a sampler that runs a whole question in its own compiled
+program (e.g. the tree-ensemble Gibbs sampler of :mod:`jaxprobe.samplers`, whose targets are not mere log
+densities). The engine never runs one: :func:`jaxprobe.engine.registry.register_whole_run_sampler` names it,
+and ``generate``, ``sweep``, ``reconstruct`` and configuration files hand it their question through this
+protocol, never by its name.
 
 This module holds the data types the two share (:class:`StepInfo`,
 :class:`EngineState`, :class:`RunStats`) and imports nothing else of the engine,
@@ -25,7 +32,8 @@ import jax.numpy as jnp
 
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["FlatLogDensity", "StepInfo", "EngineState", "RunStats", "KernelState", "Kernel", "Adaptation"]
+__all__ = ["FlatLogDensity", "StepInfo", "EngineState", "RunStats", "KernelState", "Kernel", "Adaptation",
+           "WholeRunSampler"]
 
 #: Log density of one flat position ``(D,)`` → scalar.
 FlatLogDensity = Callable[[Array], Array]
@@ -176,3 +184,49 @@ class Adaptation(Protocol):
                schedule: Any) -> tuple[Any, RunStats]: ...
 
     def final(self, adaptation_state: Any) -> EngineState: ...
+
+
+@runtime_checkable
+class WholeRunSampler(Protocol):
+    """A sampler that runs a whole question itself (its own compiled program, its own notion of a step), for
+    targets of a structure it knows: registered with :func:`jaxprobe.engine.registry.register_whole_run_sampler`,
+    then ``sampler=name`` in ``generate``, ``sweep``, ``reconstruct``, ``reconstruct_many`` and configuration
+    files (not :func:`jaxprobe.sample`, which takes log densities only). Members:
+
+    - ``name``: the registry name (``sampler="name"``).
+    - ``moves_into_support``: whether chains started where the target is zero walk into its support by
+      themselves (``reconstruct`` then starts a class no prior draw reaches from plain prior draws).
+    - ``check_options(options) -> dict``: the keyword options a front end hands it (those of
+      :func:`jaxprobe.sample`: ``thin``, ``progress``, ``sampler_options``, ...), checked before anything
+      compiles; a ValueError names any it has no use for (one left at ``sample``'s default is not refused).
+      Returns the options it will use.
+    - ``supports(question) -> str | None``: None if it can sample this :class:`jaxprobe.Question`, else the
+      reason (a message that starts with the argument at fault: ``"probe: ..."``, ``"prior: ..."``).
+    - ``sample_question(rng_key, question, *, num_chains, num_samples, num_warmup, init=None, dtype=None,
+      **options) -> Samples``: the question's draws, ``positions`` ``(C, N, d)`` in data space (relaxed: the
+      caller reports one-hot groups and integers), with the verdict; keys as
+      :func:`jaxprobe.generate.answer` (``rng_key`` splits into initial positions, sampling). ``options`` as
+      :meth:`check_options` takes them (also ``observables`` and ``keep_draws``, as ``sample`` has them).
+    - ``supports_reconstruction(model, prior, dim) -> str | None``: None if it can reconstruct from this
+      (model, prior) setting of ``dim`` features, else the reason (starting ``"model: "`` or ``"prior: "``).
+    - ``reconstruction(question, models, priors, num_classes, dim, options) -> run``: the all-classes target of
+      S settings (:func:`jaxprobe.reconstruct.reconstruction_question`'s ``question``, feature units, no
+      whitening), checked before anything compiles; ``run(rng_key, initial_positions, num_samples,
+      num_warmup) -> Samples`` samples it from ``initial_positions`` ``(C, S·K, d)``, positions
+      ``(C, N, S·K·d)``.
+    """
+
+    name: str
+    moves_into_support: bool
+
+    def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def supports(self, question: Any) -> str | None: ...
+
+    def sample_question(self, rng_key: PRNGKey, question: Any, *, num_chains: int, num_samples: int,
+                        num_warmup: int, init: Any = None, dtype: Any = None, **options: Any) -> Any: ...
+
+    def supports_reconstruction(self, model: Any, prior: Any, dim: int) -> str | None: ...
+
+    def reconstruction(self, question: Any, models: Any, priors: Any, num_classes: int, dim: int,
+                       options: Mapping[str, Any]) -> Callable[..., Any]: ...

@@ -1,10 +1,15 @@
-"""The one registry of samplers: names → kernel classes.
+"""The one registry of samplers: names → kernel classes, and names → whole-run samplers.
 
 ``sample``, ``generate``, ``sweep``, ``reconstruct``, the configuration files and the
-command line all read it (:func:`known_samplers`, :func:`make_kernel`); the engine never
-tells samplers apart by name, only by the kernel's and its adaptation's members
+command line all read it (:func:`known_samplers`, :func:`make_kernel`, :func:`whole_run_sampler`);
+the engine never tells samplers apart by name, only by the kernel's and its adaptation's members
 (:mod:`jaxprobe.engine.protocols`). It starts with the built-in kernels
 (:data:`jaxprobe.engine.kernels.BUILTIN_KERNELS`); :func:`register_sampler` adds one.
+
+Whole-run samplers (:class:`~jaxprobe.engine.protocols.WholeRunSampler`, e.g. the tree-ensemble Gibbs
+sampler of :mod:`jaxprobe.samplers`, registered when ``jaxprobe`` is imported) run a whole question
+themselves: :func:`register_whole_run_sampler` names one for ``generate``, ``sweep``, ``reconstruct`` and
+configuration files, which ask :func:`whole_run_sampler` for it; ``jaxprobe.sample`` takes engine kernels only.
 """
 
 from __future__ import annotations
@@ -14,27 +19,46 @@ from typing import Any, Mapping
 
 from jaxprobe.engine.kernels import BUILTIN_KERNELS
 from jaxprobe.engine.options import check_option_names, option_specs
-from jaxprobe.engine.protocols import Adaptation, Kernel
+from jaxprobe.engine.protocols import Adaptation, Kernel, WholeRunSampler
 
-__all__ = ["SAMPLERS", "register_sampler", "unregister_sampler", "known_samplers", "sampler_class", "make_kernel",
-           "known_sampler_starts_at_target"]
+__all__ = ["SAMPLERS", "WHOLE_RUN_SAMPLERS", "register_sampler", "unregister_sampler", "known_samplers",
+           "known_kernels", "sampler_class", "make_kernel", "known_sampler_starts_at_target",
+           "register_whole_run_sampler", "unregister_whole_run_sampler", "whole_run_sampler"]
 
 #: Sampler name → kernel class (a frozen dataclass implementing :class:`~jaxprobe.engine.protocols.Kernel`).
 #: Read it through the functions below; change it only with :func:`register_sampler`.
 SAMPLERS: dict[str, type] = {cls.name: cls for cls in BUILTIN_KERNELS}
 _BUILTIN_NAMES = frozenset(SAMPLERS)
 
+#: Sampler name → whole-run sampler (an object implementing :class:`~jaxprobe.engine.protocols.WholeRunSampler`).
+#: Read it through :func:`whole_run_sampler`; change it only with :func:`register_whole_run_sampler`.
+WHOLE_RUN_SAMPLERS: dict[str, Any] = {}
+
 
 def known_samplers() -> tuple[str, ...]:
-    """Names accepted by ``sample(..., sampler=NAME)`` (built-in first, then registered ones)."""
+    """Names accepted by ``generate``, ``sweep``, ``reconstruct`` and configuration files (``sampler=NAME``):
+    the engine kernels (built-in first, then registered ones: :func:`known_kernels`, which ``jaxprobe.sample``
+    also takes), then the registered whole-run samplers."""
+    return tuple(SAMPLERS) + tuple(name for name in WHOLE_RUN_SAMPLERS if name not in SAMPLERS)
+
+
+def known_kernels() -> tuple[str, ...]:
+    """Names accepted by ``sample(..., sampler=NAME)``: the engine kernels (built-in first, then registered ones)."""
     return tuple(SAMPLERS)
+
+
+def whole_run_sampler(sampler: Any) -> Any:
+    """The :class:`~jaxprobe.engine.protocols.WholeRunSampler` registered as ``sampler``, or None (an engine
+    kernel's name, or an unknown one)."""
+    return WHOLE_RUN_SAMPLERS.get(sampler) if isinstance(sampler, str) else None
 
 
 def sampler_class(sampler: str) -> type:
     """The kernel class registered as ``sampler``; an unknown name raises ``ValueError`` listing the known ones."""
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
-        hint = ("; 'tree_gibbs' is not an engine kernel: it samples questions built from imported tree ensembles "
-                "through jaxprobe.generate, reconstruct and reconstruct_many" if sampler == "tree_gibbs" else "")
+        hint = (f"; {sampler!r} is not an engine kernel: it is a whole-run sampler, which samples questions through "
+                "jaxprobe.generate, reconstruct, reconstruct_many, sweep and configuration files"
+                if whole_run_sampler(sampler) is not None else "")
         raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}; got {sampler!r}{hint}")
     return SAMPLERS[sampler]
 
@@ -136,6 +160,9 @@ def register_sampler(name: str, kernel_class: type | None = None, *, replace: bo
     if name in SAMPLERS and not replace:
         raise ValueError(f"a sampler named {name!r} is already registered ({SAMPLERS[name].__name__}); pass "
                          "replace=True to replace it")
+    if name in WHOLE_RUN_SAMPLERS:
+        raise ValueError(f"name {name!r} is a whole-run sampler ({type(WHOLE_RUN_SAMPLERS[name]).__name__}); pick "
+                         "another name")
     if not isinstance(kernel_class, type):
         raise TypeError(f"kernel_class must be a class (a frozen dataclass), got {type(kernel_class).__name__}")
     if not dataclasses.is_dataclass(kernel_class) or not kernel_class.__dataclass_params__.frozen:
@@ -167,3 +194,37 @@ def unregister_sampler(name: str) -> None:
         raise ValueError(f"no sampler named {name!r} is registered; registered: {', '.join(known_samplers())}")
     del SAMPLERS[name]
 
+
+
+def register_whole_run_sampler(sampler: Any, *, replace: bool = False) -> Any:
+    """Register ``sampler``, an object implementing :class:`~jaxprobe.engine.protocols.WholeRunSampler`, as
+    ``sampler=sampler.name`` for ``generate``, ``sweep``, ``reconstruct``, ``reconstruct_many`` and
+    configuration files (:func:`known_samplers` lists it). Returns ``sampler``.
+
+    Raises ``ValueError`` for a name that is not a Python identifier, that an engine kernel has, or that is
+    taken (unless ``replace=True``); ``TypeError`` for an object that does not implement the protocol.
+    """
+    if not isinstance(sampler, WholeRunSampler):
+        missing = [member for member in ("name", "moves_into_support", "check_options", "supports",
+                                         "sample_question", "supports_reconstruction", "reconstruction")
+                   if not hasattr(sampler, member)]
+        raise TypeError(f"{type(sampler).__name__} does not implement the WholeRunSampler protocol "
+                        f"(jaxprobe.engine.protocols.WholeRunSampler; missing {', '.join(missing)})")
+    name = sampler.name
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"sampler.name must be a sampler name (a Python identifier), got {name!r}")
+    if name in SAMPLERS:
+        raise ValueError(f"name {name!r} is an engine kernel ({SAMPLERS[name].__name__}); pick another name")
+    if name in WHOLE_RUN_SAMPLERS and WHOLE_RUN_SAMPLERS[name] is not sampler and not replace:
+        raise ValueError(f"a whole-run sampler named {name!r} is already registered "
+                         f"({type(WHOLE_RUN_SAMPLERS[name]).__name__}); pass replace=True to replace it")
+    WHOLE_RUN_SAMPLERS[name] = sampler
+    return sampler
+
+
+def unregister_whole_run_sampler(name: str) -> None:
+    """Remove a whole-run sampler added by :func:`register_whole_run_sampler`."""
+    if name not in WHOLE_RUN_SAMPLERS:
+        raise ValueError(f"no whole-run sampler named {name!r} is registered; registered: "
+                         f"{', '.join(WHOLE_RUN_SAMPLERS) or 'none'}")
+    del WHOLE_RUN_SAMPLERS[name]

@@ -144,7 +144,7 @@ class Samples:
     numerics
         The numerics policy of the run, ``"reproducible"`` or ``"fast"``
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
-        (``tree_gibbs``) or the file predates the field.
+        (a whole-run sampler) or the file predates the field.
 
     :meth:`save` / :meth:`load` keep every field (format version 2; files of
     version 1, and version-2 files written before ``numerics`` existed, still

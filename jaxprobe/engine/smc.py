@@ -111,6 +111,7 @@ from blackjax.smc import resampling, solver
 from blackjax.smc.base import update_and_take_last
 from blackjax.smc.tuning import from_particles
 
+from jaxprobe._inputs import check_int
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array, PRNGKey
 
@@ -265,14 +266,6 @@ def _log_mean_and_se(log_z_groups: Array) -> tuple[Array, Array]:
     return log_mean, se
 
 
-def _check_positive_int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _concrete_float(value: object) -> float | None:
     """``float(value)``, or None when it is a tracer (inside a caller's ``jax.jit``)."""
     try:
@@ -291,10 +284,10 @@ def _validate(reference_logdensity: object, tilt: object, particles: object, ker
         raise TypeError(f"tilt must be callable, got {type(tilt).__name__}")
     if not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    _check_positive_int("num_mcmc_steps", num_mcmc_steps)
-    _check_positive_int("max_stages", max_stages)
-    _check_positive_int("num_groups", num_groups)
-    _check_positive_int("num_integration_steps", num_integration_steps)
+    check_int(num_mcmc_steps, "num_mcmc_steps", minimum=1)
+    check_int(max_stages, "max_stages", minimum=1)
+    check_int(num_groups, "num_groups", minimum=1)
+    check_int(num_integration_steps, "num_integration_steps", minimum=1)
     shape = getattr(particles, "shape", None)
     if shape is None:
         raise TypeError(f"particles must be an array of shape (N, D), got {type(particles).__name__}")

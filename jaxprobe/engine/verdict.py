@@ -120,7 +120,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import numpy as np
@@ -441,6 +441,19 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
         rhat_threshold=rhat_threshold, min_ess=min_ess)
 
 
+class _Mixing(NamedTuple):
+    """What the rank-normalized statistics say of the chains' mixing (each ``None`` where not computed)."""
+
+    max_rhat: float | None
+    worst_rhat: str | None
+    min_ess_bulk: float | None
+    worst_ess: str | None
+    min_ess_tail: float | None
+    max_split_rhat: float | None
+    max_nested_rhat: float | None
+    diffusing: np.ndarray  # per checked quantity: spreads like a random walk
+
+
 def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "streaming.Monitor",
                             names: CoordinateNames, *, acceptance_rate: Any, num_divergent: Any, num_nonfinite: Any,
                             thin: int, chains_start_at_target: bool, rhat_threshold: float | None = None,
@@ -451,21 +464,45 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
     num_chains, num_draws = monitor.num_chains, monitor.num_draws
     default_rhat, min_ess = default_thresholds(num_chains, None if min_ess is None else float(min_ess))
     rhat_threshold = default_rhat if rhat_threshold is None else float(rhat_threshold)
-    problems: list[str] = []
     notes: list[str] = []
     transitions = num_chains * num_draws * max(int(thin), 1)
-
     acceptance = np.asarray(acceptance_rate, np.float64).reshape(-1)
-    num_frozen = int(np.sum(acceptance == 0.0))
     divergent_per_chain = np.asarray(num_divergent).reshape(-1)
-    num_divergent = int(np.sum(divergent_per_chain))
-    num_nonfinite = int(np.sum(np.asarray(num_nonfinite)))
-    nonfinite_fraction = num_nonfinite / transitions if transitions else 0.0
-    num_bad_draws = int(statistics.num_nonfinite_draws)
-
+    counts = dict(num_frozen=int(np.sum(acceptance == 0.0)), num_divergent=int(np.sum(divergent_per_chain)),
+                  divergent_chains=int(np.sum(divergent_per_chain > 0)),
+                  num_nonfinite=int(np.sum(np.asarray(num_nonfinite))),
+                  num_bad_draws=int(statistics.num_nonfinite_draws))
+    nonfinite_fraction = counts["num_nonfinite"] / transitions if transitions else 0.0
     late = np.asarray(statistics.late_max_abs, np.float64)
     max_abs = float(late.max()) if late.size else 0.0
     runaway = max_abs > RUNAWAY_BOUND
+    coordinates = np.asarray(statistics.coordinates)
+    unique = len(set(coordinates.tolist()))
+    mixing = _mixing(statistics, monitor, names, chains_start_at_target, notes)
+    drifting = bool(runaway or mixing.diffusing.any())
+    checks_rhat = monitor.plan()[2] >= MIN_DRAWS_FOR_RHAT and not chains_start_at_target
+    problems = _problems(
+        counts, num_chains=num_chains, nonfinite_fraction=nonfinite_fraction, runaway=runaway, max_abs=max_abs,
+        runaway_name=names(int(np.argmax(late))) if runaway else "", drifting=drifting,
+        drift_name=names(int(coordinates[int(np.argmax(mixing.diffusing))])) if mixing.diffusing.any() else "",
+        flat=streaming._is_flat(np.asarray(statistics.logdensity_range, np.float64)), mixing=mixing,
+        checks_rhat=checks_rhat, rhat_threshold=rhat_threshold, min_ess=min_ess)
+    return Verdict(
+        converged=not problems, problems=tuple(problems), max_rhat=mixing.max_rhat, rhat_threshold=rhat_threshold,
+        min_ess_bulk=mixing.min_ess_bulk, min_ess_threshold=min_ess, num_frozen_chains=counts["num_frozen"],
+        num_divergent=counts["num_divergent"], num_nonfinite=counts["num_nonfinite"], drifting=drifting,
+        checks_rhat=checks_rhat, num_chains=num_chains, num_draws=num_draws,
+        nonfinite_fraction=float(nonfinite_fraction), num_coordinates_checked=unique - 1,
+        worst_rhat_coordinate=mixing.worst_rhat, worst_ess_coordinate=mixing.worst_ess,
+        max_abs_position=float(max_abs), notes=tuple(notes), min_ess_tail=mixing.min_ess_tail,
+        max_split_rhat=mixing.max_split_rhat, nested_rhat=mixing.max_nested_rhat)
+
+
+def _mixing(statistics: "streaming.Statistics", monitor: "streaming.Monitor", names: CoordinateNames,
+            chains_start_at_target: bool, notes: list[str]) -> _Mixing:
+    """R̂ (rank-normalized, plain split, nested), bulk and tail ESS and the drift test of the statistics, the
+    worst coordinates named; what was (not) checked appended to ``notes``."""
+    num_chains, num_draws = monitor.num_chains, monitor.num_draws
     coordinates = np.asarray(statistics.coordinates)
     unique = len(set(coordinates.tolist()))
     chain_indices, stride, num_subset = monitor.plan()
@@ -479,28 +516,21 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
                      f"{streaming.DIAGNOSTIC_VALUES} values per coordinate: the ESS counts those draws only, a "
                      "lower bound of the run's")
     ranked = streaming.rank_statistics(statistics.subset, statistics.logdensity_range, chains_start_at_target)
-    diffusing = ranked.diffusing
-    flat = streaming._is_flat(np.asarray(statistics.logdensity_range, np.float64))
-    drifting = bool(runaway or diffusing.any())
-
     max_rhat = min_ess_bulk = min_ess_tail = None
     worst_rhat = worst_ess = None
-    split = np.asarray(statistics.split_rhat, np.float64)
-    nested = np.asarray(statistics.nested_rhat, np.float64)
     constant = np.asarray(statistics.constant)
     informative_all = ~constant
-    max_split_rhat, _ = _finite_or_none(np.where(informative_all, split, np.nan), np.argmax)
-    max_nested_rhat, _ = _finite_or_none(np.where(informative_all, nested, np.nan), np.argmax)
+    max_split_rhat, _ = _finite_or_none(np.where(informative_all, np.asarray(statistics.split_rhat, np.float64),
+                                                 np.nan), np.argmax)
+    max_nested_rhat, _ = _finite_or_none(np.where(informative_all, np.asarray(statistics.nested_rhat, np.float64),
+                                                  np.nan), np.argmax)
     if num_subset >= MIN_DRAWS_FOR_RHAT:
         informative = ~constant[coordinates]
-        rhat = np.where(informative, ranked.rhat, np.nan)
-        ess = np.where(informative, ranked.ess_bulk, np.nan)
-        tail = np.where(informative, ranked.ess_tail, np.nan)
-        max_rhat, worst = _finite_or_none(rhat, np.argmax)
+        max_rhat, worst = _finite_or_none(np.where(informative, ranked.rhat, np.nan), np.argmax)
         worst_rhat = None if worst is None else names(int(coordinates[worst]))
-        min_ess_bulk, worst = _finite_or_none(ess, np.argmin)
+        min_ess_bulk, worst = _finite_or_none(np.where(informative, ranked.ess_bulk, np.nan), np.argmin)
         worst_ess = None if worst is None else names(int(coordinates[worst]))
-        min_ess_tail, _ = _finite_or_none(tail, np.argmin)
+        min_ess_tail, _ = _finite_or_none(np.where(informative, ranked.ess_tail, np.nan), np.argmin)
         if constant.any():
             constant_names = ", ".join(names(int(i)) for i in np.nonzero(constant)[0][:20])
             notes.append(f"{int(constant.sum())} coordinate(s) never changed in any draw ({constant_names[:200]}): "
@@ -510,7 +540,6 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
     else:
         notes.append(f"R-hat and ESS not checked: {num_subset} draw(s) per chain, they need at least "
                      f"{MIN_DRAWS_FOR_RHAT}")
-    checks_rhat = num_subset >= MIN_DRAWS_FOR_RHAT and not chains_start_at_target
     if chains_start_at_target:
         notes.append("R-hat is not a criterion: the chains start at draws of the target (sequential Monte "
                      "Carlo), so they need not mix between modes")
@@ -518,55 +547,53 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
         superchains = streaming._superchains(len(chain_indices))
         notes.append(f"nested R-hat {max_nested_rhat:.4g} ({superchains} superchains of "
                      f"{len(chain_indices) // superchains} chains; reported, not a criterion)")
+    return _Mixing(max_rhat, worst_rhat, min_ess_bulk, worst_ess, min_ess_tail, max_split_rhat, max_nested_rhat,
+                   ranked.diffusing)
 
-    if num_bad_draws:
-        problems.append(f"{num_bad_draws} kept draw(s) hold NaN or inf (position or log density): the log density "
-                        "or the model overflows where the chains go: check it there, or bound the inputs with a "
-                        "prior or Box constraints")
+
+def _problems(counts: dict[str, int], *, num_chains: int, nonfinite_fraction: float, runaway: bool, max_abs: float,
+              runaway_name: str, drifting: bool, drift_name: str, flat: bool, mixing: _Mixing, checks_rhat: bool,
+              rhat_threshold: float, min_ess: float) -> list[str]:
+    """The verdict's problems, each with its cause and the next step, in the order a user should fix them."""
+    problems = []
+    if counts["num_bad_draws"]:
+        problems.append(f"{counts['num_bad_draws']} kept draw(s) hold NaN or inf (position or log density): the "
+                        "log density or the model overflows where the chains go: check it there, or bound the "
+                        "inputs with a prior or Box constraints")
     if runaway:
-        problems.append(f"chains drift without bound: |x| reached {max_abs:.3g} ({names(int(np.argmax(late)))}) "
+        problems.append(f"chains drift without bound: |x| reached {max_abs:.3g} ({runaway_name}) "
                         "with no sign of a mode: the target looks improper: add a prior or Box constraints (if "
                         "values this large are legitimate, rescale the parameters to order 1)")
     elif drifting:
-        which = names(int(coordinates[int(np.argmax(diffusing))]))
-        problems.append(f"chains drift without settling: {which} keeps spreading like a random walk"
+        problems.append(f"chains drift without settling: {drift_name} keeps spreading like a random walk"
                         + (" on a flat log density" if flat else "")
                         + ": the target looks improper: add a prior or Box constraints (if it is proper, the steps "
                         "are far too small to explore it: let warmup adapt step_size or increase num_warmup)")
-    if num_frozen:
-        problems.append(f"{num_frozen} of {num_chains} chain(s) never moved (acceptance rate exactly 0): start "
-                        "every chain inside the support of the target, or use a smaller step_size (or "
+    if counts["num_frozen"]:
+        problems.append(f"{counts['num_frozen']} of {num_chains} chain(s) never moved (acceptance rate exactly 0): "
+                        "start every chain inside the support of the target, or use a smaller step_size (or "
                         "step_size=None to adapt it during warmup)")
-    if num_divergent:
-        chains = int(np.sum(divergent_per_chain > 0))
-        problems.append(f"{num_divergent} divergent transition(s) in {chains} chain(s): the step size is too "
-                        "large for the target's curvature and these draws are biased: raise "
-                        "target_acceptance_rate (e.g. 0.9) or reparameterize the target")
+    if counts["num_divergent"]:
+        problems.append(f"{counts['num_divergent']} divergent transition(s) in {counts['divergent_chains']} "
+                        "chain(s): the step size is too large for the target's curvature and these draws are "
+                        "biased: raise target_acceptance_rate (e.g. 0.9) or reparameterize the target")
     if nonfinite_fraction > MAX_NONFINITE_FRACTION:
         problems.append(f"{nonfinite_fraction:.1%} of proposals had a NaN or infinite log density (each "
                         f"rejected; more than {MAX_NONFINITE_FRACTION:.0%} means numerical trouble): check the "
                         "log density for overflow or log(0) where the chains go, or use Box constraints "
                         "instead of returning -inf outside the support")
-    if checks_rhat and max_rhat is not None and not max_rhat <= rhat_threshold:
+    if checks_rhat and mixing.max_rhat is not None and not mixing.max_rhat <= rhat_threshold:
         if drifting:
             cause = "the drift above makes the chains disagree: fix that first"
         else:
             cause = ("chains stuck in different modes or not yet mixed: use sampler='smc' for multimodal "
                      "targets, or increase num_warmup and num_samples")
-            if num_frozen:
+            if counts["num_frozen"]:
                 cause = "the frozen chains above count; otherwise " + cause
-        problems.append(f"max R-hat {max_rhat:.4g} > {rhat_threshold:.4g} ({worst_rhat}): the chains disagree "
-                        f"about the distribution: {cause}")
-    if min_ess_bulk is not None and not min_ess_bulk >= min_ess:
-        problems.append(f"min bulk ESS {min_ess_bulk:.0f} < {min_ess:.0f} ({worst_ess}): too few effective "
-                        "draws: increase num_samples (or the number of chains), or use a sampler that mixes "
-                        "faster (nuts, chees)")
-
-    return Verdict(
-        converged=not problems, problems=tuple(problems), max_rhat=max_rhat, rhat_threshold=rhat_threshold,
-        min_ess_bulk=min_ess_bulk, min_ess_threshold=min_ess, num_frozen_chains=num_frozen,
-        num_divergent=num_divergent, num_nonfinite=num_nonfinite, drifting=drifting, checks_rhat=checks_rhat,
-        num_chains=num_chains, num_draws=num_draws, nonfinite_fraction=float(nonfinite_fraction),
-        num_coordinates_checked=unique - 1, worst_rhat_coordinate=worst_rhat, worst_ess_coordinate=worst_ess,
-        max_abs_position=float(max_abs), notes=tuple(notes), min_ess_tail=min_ess_tail,
-        max_split_rhat=max_split_rhat, nested_rhat=max_nested_rhat)
+        problems.append(f"max R-hat {mixing.max_rhat:.4g} > {rhat_threshold:.4g} ({mixing.worst_rhat}): the chains "
+                        f"disagree about the distribution: {cause}")
+    if mixing.min_ess_bulk is not None and not mixing.min_ess_bulk >= min_ess:
+        problems.append(f"min bulk ESS {mixing.min_ess_bulk:.0f} < {min_ess:.0f} ({mixing.worst_ess}): too few "
+                        "effective draws: increase num_samples (or the number of chains), or use a sampler that "
+                        "mixes faster (nuts, chees)")
+    return problems

@@ -25,25 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int, check_number
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array
 
 __all__ = ["Oracle"]
 
 _OUTPUT_CHOICES = "None (the predicted class), a class index, or 'all' (the full Jacobian)"
-
-
-def _check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_positive_float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
 
 
 class Oracle:
@@ -79,7 +67,7 @@ class Oracle:
         if not callable(victim_fn):
             raise TypeError(f"victim_fn must be callable on one input of shape (input_dim,), got "
                             f"{type(victim_fn).__name__}")
-        self.input_dim = _check_positive_int(input_dim, "input_dim")
+        self.input_dim = check_int(input_dim, "input_dim", minimum=1)
         try:
             shape = jax.eval_shape(victim_fn, jax.ShapeDtypeStruct((self.input_dim,), jnp.float32)).shape
         except Exception as error:  # the victim must be traceable on one input
@@ -180,8 +168,8 @@ class Oracle:
         For a classifier the class is the one predicted at the clean input x (or ``output``).
         """
         x = self._rows(x)
-        num_samples = _check_positive_int(num_samples, "num_samples")
-        noise_std = _check_positive_float(noise_std, "noise_std")
+        num_samples = check_int(num_samples, "num_samples", minimum=1)
+        noise_std = check_number(noise_std, "noise_std", minimum=0.0, exclusive_minimum=True)
         output = self._output(output)
         if output == "all":
             raise ValueError("smoothgrad returns one map per row: output must be None or a class index")
@@ -199,7 +187,7 @@ class Oracle:
         For a classifier the class is the predicted one at x (or ``output``). Counts value queries only.
         """
         x = self._rows(x)
-        step = _check_positive_float(step, "step")
+        step = check_number(step, "step", minimum=0.0, exclusive_minimum=True)
         if scheme not in ("forward", "central"):
             raise ValueError(f"scheme must be 'forward' or 'central', got {scheme!r}")
         output = self._output(output)

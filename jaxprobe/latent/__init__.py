@@ -10,8 +10,9 @@
 from jaxprobe.latent.classifiers import mnist_classifiers, mnist_vae
 from jaxprobe.latent.metrics import nearest_neighbour_distance, predicted_labels, reconstruction_error
 from jaxprobe.latent.pushforward import LatentSamples, decode_draws, generate, latent_logdensity, latent_walk, pushforward
-from jaxprobe.latent.vae import VAE, VAEConfig, gaussian_kl, load_vae, negative_elbo, save_vae, train_vae
+from jaxprobe.latent.vae import (VAE, VAEConfig, gaussian_kl, kl_to_standard_normal, load_vae, negative_elbo, save_vae,
+                                 train_vae)
 
-__all__ = ["VAE", "VAEConfig", "train_vae", "save_vae", "load_vae", "negative_elbo", "gaussian_kl",
+__all__ = ["VAE", "VAEConfig", "train_vae", "save_vae", "load_vae", "negative_elbo", "kl_to_standard_normal", "gaussian_kl",
            "pushforward", "latent_logdensity", "generate", "latent_walk", "decode_draws", "LatentSamples",
            "mnist_vae", "mnist_classifiers", "reconstruction_error", "nearest_neighbour_distance", "predicted_labels"]

@@ -24,7 +24,7 @@ import numpy as np
 from jaxprobe.latent.data import mnist_digits, split
 from jaxprobe.latent.vae import VAE, load_vae
 from jaxprobe.models.nets import MLP, LeNet5
-from jaxprobe.models.training import accuracy, as_model, fit, load_params, save_params
+from jaxprobe.models.training import accuracy, as_model, fit, load_params, record_training, save_params
 
 __all__ = ["LENET5", "MNIST_MLP", "CLASSIFIER_SETTINGS", "WEIGHTS_DIR", "mnist_vae", "mnist_classifiers",
            "train_mnist_classifiers"]
@@ -66,8 +66,6 @@ def mnist_classifiers(directory: str = WEIGHTS_DIR, *, output: str = "probabilit
 
 def train_mnist_classifiers(directory: str = WEIGHTS_DIR) -> dict:
     """Train and save both classifiers; returns their ``training.json`` entries (settings, test accuracy)."""
-    from jaxprobe.latent.train import _record
-
     images, labels = mnist_digits()
     train_images, train_labels, test_images, test_labels = split(images, labels)
     x_train = train_images.reshape(len(train_images), -1)
@@ -86,5 +84,5 @@ def train_mnist_classifiers(directory: str = WEIGHTS_DIR) -> dict:
                          "seconds_including_compile": round(seconds, 1),
                          "train_accuracy": accuracy(model, x_train, train_labels),
                          "test_accuracy": accuracy(model, x_test, test_labels)}
-        _record(os.path.join(directory, "training.json"), name, entries[name])
+        record_training(os.path.join(directory, "training.json"), name, entries[name])
     return entries

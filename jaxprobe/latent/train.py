@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
 import jax
 import numpy as np
 
-from jaxprobe._io import atomic_write
+from jaxprobe.models.training import record_training
 from jaxprobe.latent.data import mnist_digits, split
 from jaxprobe.latent.vae import load_vae, save_vae, train_vae
 
@@ -30,16 +29,6 @@ __all__ = ["WEIGHTS_DIR", "VAE_SETTINGS", "main"]
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
 VAE_SETTINGS = {"seed": 0, "latent_dim": 10, "features": [32, 64], "num_steps": 1000, "batch_size": 64,
                 "learning_rate": 1e-3}
-
-
-def _record(path: str, key: str, entry: dict) -> None:
-    record = {}
-    if os.path.exists(path):
-        with open(path) as stream:
-            record = json.load(stream)
-    record[key] = entry
-    record["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}"
-    atomic_write(path, lambda stream: stream.write(json.dumps(record, indent=2) + "\n"), binary=False)
 
 
 def train_mnist_vae(directory: str = WEIGHTS_DIR) -> dict:
@@ -61,7 +50,7 @@ def train_mnist_vae(directory: str = WEIGHTS_DIR) -> dict:
              "loss_first_100_steps": float(np.mean(losses[:100])), "loss_last_100_steps": float(np.mean(losses[-100:])),
              "test_reconstruction_mse": float(np.mean((reconstruction - test_images) ** 2)),
              "test_mean_image_mse": float(np.mean((test_images - train_images.mean(0)) ** 2))}
-    _record(os.path.join(directory, "training.json"), "vae", entry)
+    record_training(os.path.join(directory, "training.json"), "vae", entry)
     return entry
 
 

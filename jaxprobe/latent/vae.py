@@ -30,12 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxprobe._inputs import check_int
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["VAE", "VAEConfig", "Encoder", "Decoder", "ConvTranspose2x", "negative_elbo", "gaussian_kl", "train_vae", "save_vae",
+__all__ = ["VAE", "VAEConfig", "Encoder", "Decoder", "ConvTranspose2x", "negative_elbo", "kl_to_standard_normal", "gaussian_kl", "train_vae", "save_vae",
            "load_vae"]
 
 _FORMAT = "jaxprobe.latent.VAE"
@@ -165,9 +166,14 @@ def _init_params(rng_key: PRNGKey, config: VAEConfig) -> dict:
             "decoder": decoder.init(key_decoder, jnp.zeros((config.latent_dim,), jnp.float32))["params"]}
 
 
-def gaussian_kl(mean: Array, log_variance: Array) -> Array:
-    """KL(N(mean, diag exp(log_variance)) ‖ N(0, I)) = ½ Σ (μ² + σ² − log σ² − 1), summed over the last axis."""
+def kl_to_standard_normal(mean: Array, log_variance: Array) -> Array:
+    """KL(N(mean, diag exp(log_variance)) ‖ N(0, I)) = ½ Σ (μ² + σ² − log σ² − 1), summed over the last axis
+    (the VAE's prior term; :func:`jaxprobe.reconstruct.gaussian_kl` is the KL between two full Gaussians)."""
     return 0.5 * jnp.sum(mean**2 + jnp.exp(log_variance) - log_variance - 1.0, axis=-1)
+
+
+#: The former name of :func:`kl_to_standard_normal` (kept for existing code; one function, two names).
+gaussian_kl = kl_to_standard_normal
 
 
 def negative_elbo(params: dict, config: VAEConfig, rng_key: PRNGKey, images: Array) -> Array:
@@ -181,7 +187,7 @@ def negative_elbo(params: dict, config: VAEConfig, rng_key: PRNGKey, images: Arr
     z = mean + jnp.exp(0.5 * log_variance) * noise
     logits = decoder.apply({"params": params["decoder"]}, z)
     reconstruction = jnp.sum(optax.sigmoid_binary_cross_entropy(logits, images), axis=(-2, -1))
-    return reconstruction + gaussian_kl(mean, log_variance)
+    return reconstruction + kl_to_standard_normal(mean, log_variance)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -260,12 +266,6 @@ def _check_training_images(images: Any) -> np.ndarray:
     return images.astype(np.float32)
 
 
-def _check_count(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def train_vae(
     rng_key: Any,
     images: Any,
@@ -297,8 +297,8 @@ def train_vae(
     rng_key = canonicalize_key(rng_key)
     images = _check_training_images(images)
     config = VAEConfig(tuple(images.shape[1:]), latent_dim, tuple(features))
-    num_steps = _check_count("num_steps", num_steps)
-    batch_size = _check_count("batch_size", batch_size)
+    num_steps = check_int(num_steps, "num_steps", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     if batch_size > images.shape[0]:
         raise ValueError(f"batch_size={batch_size} exceeds the number of images {images.shape[0]}")
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real) or not learning_rate > 0:

@@ -8,8 +8,10 @@ written atomically.
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
+import platform
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -19,11 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.types import ArrayTree, PRNGKey
 
-__all__ = ["fit", "as_model", "accuracy", "save_params", "load_params"]
+__all__ = ["fit", "as_model", "accuracy", "save_params", "load_params", "record_training"]
 
 _LOSSES = ("cross_entropy", "mse")
 _OUTPUTS = ("probabilities", "logits")
@@ -35,20 +38,6 @@ def _output_size(module: nn.Module) -> int | None:
         if hasattr(module, name):
             return int(getattr(module, name))
     return None
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
-
-
-def _check_positive_float(name: str, value: Any, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-            or value < 0 or (value == 0 and not allow_zero):
-        expected = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {expected}, got {value!r}")
-    return float(value)
 
 
 def fit(
@@ -88,10 +77,10 @@ def fit(
         raise TypeError(f"module must be a flax.linen Module, got {type(module).__name__}")
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
-    num_steps = _check_positive_int("num_steps", num_steps)
-    batch_size = _check_positive_int("batch_size", batch_size)
-    learning_rate = _check_positive_float("learning_rate", learning_rate)
-    weight_decay = _check_positive_float("weight_decay", weight_decay, allow_zero=True)
+    num_steps = check_int(num_steps, "num_steps", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, exclusive_minimum=True)
+    weight_decay = check_number(weight_decay, "weight_decay", minimum=0.0)
     x = np.asarray(x)
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
         raise ValueError(f"x must be finite numbers with shape (n, ...), got shape {x.shape} and dtype {x.dtype}")
@@ -217,3 +206,15 @@ def load_params(path: str | os.PathLike, template: ArrayTree | None = None) -> A
             raise ValueError(f"{os.fspath(path)!r} holds an array of shape {np.shape(got)} where the template "
                              f"has {np.shape(expected)}")
     return jax.tree.map(jnp.asarray, restored)
+
+
+def record_training(path: str | os.PathLike, key: str, entry: dict) -> None:
+    """Set ``entry`` under ``key`` in the JSON training record at ``path`` (created if missing), with the
+    machine that trained it; written atomically. Bundled weights keep how they were made beside them."""
+    record = {}
+    if os.path.exists(path):
+        with open(path) as stream:
+            record = json.load(stream)
+    record[key] = entry
+    record["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}"
+    atomic_write(path, lambda stream: stream.write(json.dumps(record, indent=2) + "\n"), binary=False)

@@ -181,7 +181,7 @@ class TreeEnsembleModel:
         if self.tree_group is not None:
             self._onehot = np.eye(num_columns, dtype=np.float64)[self.tree_group]  # (T, G)
         self._batch = jax.jit(jax.vmap(self.__call__))
-        # Split structure per feature, extracted once (for coordinate-wise samplers, jaxprobe.engine.tree_gibbs).
+        # Split structure per feature, extracted once (for coordinate-wise samplers, jaxprobe.samplers).
         self.split_thresholds, self.split_counts = _split_thresholds(self.feature, self.threshold, self.left,
                                                                      self.num_features)
         self.feature_trees, self.feature_tree_counts = _feature_trees(self.feature, self.left, self.num_features)

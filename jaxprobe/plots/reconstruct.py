@@ -23,21 +23,21 @@ def _pyplot():
 
 
 def plot_reconstruction_correlations(records: Sequence[dict[str, Any]], kl_key: str = "kl_knn",
-                                     path: str | os.PathLike | None = None, title: str | None = None):
+                                     path: str | os.PathLike | None = None, title: str | None = None, *,
+                                     correlations: dict[str, Any] | None = None):
     """Three panels as in the paper: KL vs prior error (every run, one colour per model kind),
     KL vs model error (correct prior) and synthetic vs base accuracy (correct prior, with y = x).
 
-    ``records`` are :func:`jaxprobe.reconstruct.sweep.run_sweep` records (of one or several data sets).
+    ``records`` are :func:`jaxprobe.reconstruct.sweep.run_sweep` records (of one or several data sets);
+    ``correlations`` their :func:`jaxprobe.reconstruct.sweep.spearman_summary` (a sweep result's
+    ``.correlations``), whose ρ the panels' titles show (left out without it).
     Returns the figure; saves it when ``path`` is given.
     """
-    from jaxprobe.reconstruct.sweep import spearman_summary
-
     plt = _pyplot()
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     kinds = sorted({r["model"] for r in records})
     colours = {kind: plt.cm.tab10(i) for i, kind in enumerate(kinds)}
     correct = [r for r in records if r["prior_error"] == 0.0]
-    summary = spearman_summary(records)
     for kind in kinds:
         mine = [r for r in records if r["model"] == kind]
         axes[0].scatter([r["prior_error"] for r in mine], [r[kl_key] for r in mine], color=colours[kind],
@@ -46,14 +46,15 @@ def plot_reconstruction_correlations(records: Sequence[dict[str, Any]], kl_key: 
         axes[1].scatter([r["model_error"] for r in good], [r[kl_key] for r in good], color=colours[kind], s=18)
         axes[2].scatter([r["base_accuracy"] for r in good], [r["synthetic_accuracy"] for r in good],
                         color=colours[kind], s=18)
+    rho = (lambda key: "" if correlations is None else f"ρ = {correlations[key]['rho']:.2f}")  # noqa: E731
     axes[0].set(xlabel="prior error KL(correct ‖ assumed)", ylabel=f"{kl_key} (true ‖ reconstructed)",
-                title=f"ρ = {summary[f'{kl_key}_vs_prior_error']['rho']:.2f}")
+                title=rho(f"{kl_key}_vs_prior_error"))
     axes[1].set(xlabel="model error (1 − test accuracy)", ylabel=kl_key,
-                title=f"correct prior: ρ = {summary[f'{kl_key}_vs_model_error']['rho']:.2f}")
+                title=f"correct prior {rho(f'{kl_key}_vs_model_error')}")
     low = min([r["base_accuracy"] for r in correct] + [r["synthetic_accuracy"] for r in correct] + [1.0])
     axes[2].plot([low, 1.0], [low, 1.0], color="grey", lw=1)
     axes[2].set(xlabel="base model accuracy", ylabel="synthetic model accuracy",
-                title=f"correct prior: ρ = {summary['synthetic_vs_base_accuracy']['rho']:.2f}")
+                title=f"correct prior {rho('synthetic_vs_base_accuracy')}")
     axes[0].legend(fontsize=8)
     if title:
         figure.suptitle(title)

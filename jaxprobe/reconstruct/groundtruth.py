@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine.api import canonicalize_key
-from jaxprobe.priors import Gaussian, _as_float_array
+from jaxprobe._inputs import as_float_array
+from jaxprobe.priors import Gaussian
 from jaxprobe.reconstruct.priors import GaussianMixture
 from jaxprobe.reconstruct.victims import JaxClassifier
 
@@ -40,12 +41,12 @@ class GaussianClasses:
     weights: Any = None
 
     def __post_init__(self):
-        means = _as_float_array("means", self.means, 2)
+        means = as_float_array(self.means, "means", ndim=2)
         if means.shape[0] < 2:
             raise ValueError(f"means must hold at least 2 classes, got {means.shape[0]}")
-        covariance = _as_float_array("covariance", self.covariance, 2)
+        covariance = as_float_array(self.covariance, "covariance", ndim=2)
         weights = np.full(means.shape[0], 1.0 / means.shape[0]) if self.weights is None else \
-            _as_float_array("weights", self.weights, 1)
+            as_float_array(self.weights, "weights", ndim=1)
         if weights.shape != (means.shape[0],) or np.any(weights <= 0):
             raise ValueError(f"weights must be {means.shape[0]} positive numbers, got {self.weights!r}")
         object.__setattr__(self, "means", means)

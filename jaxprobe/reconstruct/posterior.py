@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe.engine import Samples, tree_gibbs
+from jaxprobe.engine import Samples
 from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers, make_kernel
+from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.generate import answer
@@ -182,7 +183,8 @@ def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candida
     """Sampling–importance–resampling from the prior with weights p_model(k | x)^(1/τ): ``(C, K, D)``.
 
     ``allow_impossible``: a class no candidate gives p > 0 starts from plain prior draws instead of raising
-    (``sampler="tree_gibbs"`` walks out of a zero-probability region by itself)."""
+    (for a whole-run sampler that walks out of a zero-probability region by itself, such as the tree-ensemble
+    Gibbs sampler: ``WholeRunSampler.moves_into_support``)."""
     key_candidates, key_pick = jax.random.split(rng_key)
     candidates = prior.sample(key_candidates, num_candidates, dtype=dtype)
     probabilities = np.asarray(probabilities_fn(candidates), np.float64)
@@ -224,12 +226,11 @@ def _prepare(model: Any, prior: Any, sampler: str, whiten: bool, dtype: Any):
         raise ValueError(f"prior fails on one point of shape ({dim},) (the model's input): {error}") from error
     if prior_shape != ():
         raise ValueError(f"prior must return a scalar log density for one ({dim},) point, got shape {prior_shape}")
-    if sampler == tree_gibbs.NAME:  # exact Gibbs over split intervals, in feature units (no whitening)
-        if tree_gibbs.as_tree_ensemble(classifier) is None:
-            kind = "a black-box predict_proba" if classifier.black_box else classifier.name
-            raise ValueError(f"model: sampler='tree_gibbs' needs an imported tree ensemble (DecisionTree, "
-                             f"RandomForest, ExtraTrees, GradientBoosting, XGBoost), got {kind}")
-        tree_gibbs.prior_table([prior], dim, "prior")  # an unsupported prior is refused here, before compiling
+    whole_run = whole_run_sampler(sampler)
+    if whole_run is not None:  # it samples the reconstruction itself, in feature units (no whitening)
+        reason = whole_run.supports_reconstruction(classifier, prior, dim)  # refused here, before compiling
+        if reason is not None:
+            raise ValueError(reason)
         return classifier, prior, np.zeros(dim), np.eye(dim)
     if make_kernel(sampler).uses_gradient and not classifier.differentiable:
         kind = "a black-box predict_proba" if classifier.black_box else f"{classifier.name} (piecewise constant)"
@@ -269,10 +270,11 @@ def reconstruct_many(
     ``samples`` (positions ``(C, N, S, K, D)``) and its own ``draws`` ``(C, N, K, D)``.
     """
     rng_key = canonicalize_key(rng_key)
-    if sampler not in known_samplers() + (tree_gibbs.NAME,):
-        raise ValueError(f"sampler must be one of {known_samplers() + (tree_gibbs.NAME,)}, got {sampler!r}")
-    tree_options = tree_gibbs.split_options(dict(sample_options, thin=thin, progress=progress)) \
-        if sampler == tree_gibbs.NAME else None
+    if sampler not in known_samplers():
+        raise ValueError(f"sampler must be one of {known_samplers()}, got {sampler!r}")
+    whole_run = whole_run_sampler(sampler)
+    if whole_run is not None:  # its options, before anything else is checked or compiled
+        whole_run.check_options(dict(sample_options, thin=thin, progress=progress))
     if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
         raise ValueError(f"num_chains must be a positive int, got {num_chains!r}")
     if num_candidates is None:
@@ -300,10 +302,10 @@ def reconstruct_many(
     num_classes, dim = shapes.pop()
 
     question = reconstruction_question(prepared, tau)
-    if sampler == tree_gibbs.NAME:  # the target and its options are checked before anything compiles
-        target = tree_gibbs.reconstruction_target(question, [c for c, *_ in prepared], [p for _, p, *_ in prepared],
-                                                  num_classes, dim)
-        tree_options["prior_moves"] = tree_gibbs.check_prior_moves(target, tree_options["prior_moves"])
+    if whole_run is not None:  # the target and its options are checked before anything compiles
+        run_whole = whole_run.reconstruction(question, [c for c, *_ in prepared], [p for _, p, *_ in prepared],
+                                             num_classes, dim,
+                                             dict(sample_options, thin=thin, progress=progress, convergence="ignore"))
     key_init, key_sample = jax.random.split(rng_key)
     starts, weights, batched = [], [], {}
     for index, (classifier, prior, mean, cholesky) in enumerate(prepared):  # S settings, built once
@@ -313,7 +315,8 @@ def reconstruct_many(
                 else jax.jit(classifier.probabilities))
         start, class_weights = _initial_positions(jax.random.fold_in(key_init, index), batched[id(classifier)],
                                                   prior, int(num_chains), num_candidates, tau, dtype,
-                                                  allow_impossible=sampler == tree_gibbs.NAME)
+                                                  allow_impossible=whole_run is not None
+                                                  and whole_run.moves_into_support)
         start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T
         starts.append(start_z.reshape(np.shape(start)))
         weights.append(class_weights)
@@ -322,11 +325,8 @@ def reconstruct_many(
     start_z = None if known_sampler_starts_at_target(sampler) else \
         np.stack(starts, axis=1).astype(dtype).reshape(int(num_chains), -1)
     convergence = check_policy(sample_options.pop("convergence", "warn"))
-    if sampler == tree_gibbs.NAME:
-        tree_options.update(convergence="ignore")
-        flat = tree_gibbs.sample(key_sample, target, np.asarray(start_z).reshape(int(num_chains), -1, dim),
-                                 num_samples=num_samples, num_warmup=num_warmup, event_shape=(np.size(start_z[0]),),
-                                 **tree_options)
+    if whole_run is not None:
+        flat = run_whole(key_sample, np.asarray(start_z).reshape(int(num_chains), -1, dim), num_samples, num_warmup)
     else:
         # A black-box predict_proba that raises inside the host callback keeps its own exception type.
         with original_errors(*classifiers.values()):
@@ -381,13 +381,14 @@ def reconstruct(
         adaptation) steps; transitions per kept draw.
     sampler
         ``"rwmh"`` (default; black-box, the paper's Metropolis–Hastings) or ``"mala"``, ``"hmc"``,
-        ``"nuts"``, ``"chees"`` for differentiable JAX models, or ``"tree_gibbs"`` for an imported tree
+        ``"nuts"``, ``"chees"`` for differentiable JAX models, or a whole-run sampler of
+        :mod:`jaxprobe.samplers`, such as the tree-ensemble Gibbs sampler for an imported tree
         ensemble (DecisionTree, RandomForest, ExtraTrees, GradientBoosting, XGBoost) with a Gaussian,
         diagonal, mixture or box prior: exact coordinate-wise Gibbs sweeps over the split intervals
-        (:mod:`jaxprobe.engine.tree_gibbs`, each sweep ending with prior-preserving Metropolis moves for
-        Gaussian and mixture priors; ``sampler_options={"scan": ..., "prior_moves": ...}``); ``num_warmup``
-        and ``thin`` then count sweeps, chains run in feature units (``whiten`` is not used) and a class no
-        prior draw can reach still starts.
+        (each sweep ending with prior-preserving Metropolis moves for Gaussian and mixture priors;
+        ``sampler_options={"scan": ..., "prior_moves": ...}``). A whole-run sampler's ``num_warmup``
+        and ``thin`` count its own steps (sweeps), chains run in feature units (``whiten`` is not used),
+        and, when it walks into the support by itself, a class no prior draw can reach still starts.
     temperature
         τ in p_model(y | x)^(1/τ); 1 is the paper's posterior.
     whiten

@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._inputs import check_number
-from jaxprobe.priors import DiagonalGaussian, Gaussian, StandardNormal, UniformBox, _as_float_array
+from jaxprobe.priors import (DiagonalGaussian, Gaussian, GaussianMixtureForm, StandardNormal, UniformBox,
+                             _as_float_array)
 from jaxprobe.types import Array, PRNGKey
 from jaxprobe._values import ValueObject
 
@@ -119,6 +120,17 @@ class GaussianMixture(ValueObject):
         cholesky = jnp.asarray(self._cholesky, dtype)
         scaled = noise @ cholesky.T if self.shared else jnp.einsum("cij,cj->ci", cholesky[component], noise)
         return jnp.asarray(self.means, dtype)[component] + scaled
+
+    def mixture_form(self, dim: int) -> GaussianMixtureForm:
+        """Itself, as :class:`jaxprobe.priors.GaussianMixtureForm` (:class:`jaxprobe.priors.MixtureFormPrior`:
+        exact coordinate-wise samplers condition it); a ValueError if it does not have ``dim`` features."""
+        if self.dim != dim:
+            raise ValueError(f"the GaussianMixture has {self.dim} features, the target {dim}")
+        inverse = self._inverse_cholesky  # (d, d) shared or (M, d, d)
+        precisions = (inverse.T @ inverse)[None] if self.shared else np.einsum("mki,mkj->mij", inverse, inverse)
+        infinite = np.full(dim, np.inf)
+        return GaussianMixtureForm(np.log(self.weights), self.means, precisions, -np.atleast_1d(self._log_det),
+                                   False, -infinite, infinite)
 
     def component_covariances(self) -> np.ndarray:
         """``(M, D, D)`` covariances (the shared one repeated)."""

@@ -26,18 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import as_float_array, check_number
+from jaxprobe._inputs import as_float_array, check_int, check_number
 from jaxprobe.types import Array
 
 __all__ = ["JaxClassifier", "BlackBoxClassifier", "as_classifier", "original_errors"]
 
 _VMAP_METHODS = ("expand_dims", "broadcast_all")
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -58,8 +52,8 @@ class JaxClassifier:
     def __post_init__(self):
         if not callable(self.probability_fn):
             raise TypeError(f"probability_fn must be callable, got {type(self.probability_fn).__name__}")
-        num_features = _check_positive_int("num_features", self.num_features)
-        num_classes = _check_positive_int("num_classes", self.num_classes)
+        num_features = check_int(self.num_features, "num_features", minimum=1)
+        num_classes = check_int(self.num_classes, "num_classes", minimum=1)
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         try:
@@ -118,8 +112,8 @@ class BlackBoxClassifier:
         if not callable(predict_proba):
             raise TypeError(f"predict_proba must be callable, got {type(predict_proba).__name__}")
         self.predict_proba = predict_proba
-        self.num_features = _check_positive_int("num_features", num_features)
-        self.num_classes = _check_positive_int("num_classes", num_classes)
+        self.num_features = check_int(num_features, "num_features", minimum=1)
+        self.num_classes = check_int(num_classes, "num_classes", minimum=1)
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
         if vmap_method not in _VMAP_METHODS:
@@ -258,7 +252,7 @@ def as_classifier(model: Any, num_features: int | None = None, num_classes: int 
     if callable(model):
         if num_features is None:
             raise ValueError("a plain callable model needs num_features (D)")
-        out = jax.eval_shape(model, jax.ShapeDtypeStruct((_check_positive_int("num_features", num_features),),
+        out = jax.eval_shape(model, jax.ShapeDtypeStruct((check_int(num_features, "num_features", minimum=1),),
                                                          jnp.float32))
         count = num_classes if num_classes is not None else (out.shape[0] if out.ndim == 1 else None)
         if count is None:

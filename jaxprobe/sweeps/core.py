@@ -8,7 +8,9 @@ engine's pure core (:func:`jaxprobe.engine.init` → ``warmup`` → ``run``), wi
 numeric hyperparameters (temperature, seed, step size, α, localizer weight,
 target label, anchor index, ...) as traced inputs. A 64-cell temperature grid
 therefore costs one compilation; an axis that changes shapes or the program (the
-sampler, the number of chains, a model kind) compiles once per value.
+sampler, the number of chains, a model kind) compiles once per value. The cells of a
+whole-run sampler (:mod:`jaxprobe.samplers`, e.g. the tree-ensemble Gibbs sampler) run
+one at a time, each as the single run ``generate`` makes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize
                                  compiled_program_count, make_kernel)
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
+from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine import streaming
 from jaxprobe.engine.diagnostics import rank_diagnostics
@@ -245,10 +248,16 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
             out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
         monitored = streaming.init_stats(monitor, dtype)
-        to_data = jax.vmap(question.to_data)
+        to_data, probe_fn = jax.vmap(question.to_data), jax.vmap(question.probe.fn)
+
+        def record(z):  # each kept draw stored once, in data space, with G(x) computed as it is drawn (over
+            # all draws at once afterwards, the probe's hidden layers would take several times the draws)
+            x = to_data(z)
+            return x, probe_fn(x)
+
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
-            jnp.zeros((), jnp.int32), keep_draws=keep_samples, record=to_data if keep_samples else None)
+            jnp.zeros((), jnp.int32), keep_draws=keep_samples, record=record if keep_samples else None)
         statistics = streaming.finalize(draw_stats, monitor)
         subset = jnp.swapaxes(draw_stats.subset[:num_subset], 0, 1)[:, :, :num_free]  # (C_sub, S, d) of z
         steps = num_samples * thin
@@ -266,9 +275,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         }
         if keep_samples:  # draw-major (N, C, ...) as the scan stacked them, in data space (one-hot groups
             # relaxed): one copy of the draws on the device; the host swaps the axes as a view (_cell_row)
-            out["positions"] = trace.position
+            out["positions"], out["probe"] = trace.position
             out["logdensity"] = trace.logdensity
-            out["probe"] = jax.vmap(jax.vmap(question.probe.fn))(trace.position)
         if "inverse_mass_matrix" in state.parameters:
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
         return out
@@ -417,6 +425,9 @@ def sweep(
     engine's ``chains`` device mesh. Axes with strings, bools or lists, the engine's
     shape settings (``sampler``, ``num_chains``, ``num_samples``, ``num_warmup``,
     ``thin``, ...) and the names in ``static`` compile once per distinct value.
+    A whole-run sampler's cells (:mod:`jaxprobe.samplers`) run one at a time
+    through the single-run path, each exactly as ``generate`` runs it (its runs
+    are not checkpointed).
 
     Parameters
     ----------
@@ -513,13 +524,18 @@ def sweep(
     num_compilations, compile_total = 0, 0.0
     try:
         for group_number, (static_key, indices) in enumerate(groups.items()):
-            if len(indices) == 1:  # a group of one cell is a single run: the very path generate takes
-                compiled_anew, seconds = _run_single_cell(plan, table, dict(static_key), indices[0], group_number,
-                                                          progress and table.bar is None, checkpoint)
+            if len(indices) == 1 or _runs_alone(plan, dict(static_key)):
+                # A group of one cell, or of a whole-run sampler's cells, runs as single runs, one cell at a
+                # time: the very path generate takes.
+                for index in indices:
+                    compiled_anew, seconds = _run_single_cell(plan, table, dict(static_key), index, group_number,
+                                                              progress and table.bar is None, checkpoint)
+                    num_compilations += compiled_anew
+                    compile_total += seconds
             else:
                 compiled_anew, seconds = _run_group(plan, table, dict(static_key), indices, group_number)
-            num_compilations += compiled_anew
-            compile_total += seconds
+                num_compilations += compiled_anew
+                compile_total += seconds
     finally:
         if table.bar is not None:
             table.bar.close()
@@ -606,7 +622,11 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     if "temperature" not in axis_names and temperature is None:
         raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
     for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
-        if name == "sampler":
+        if name == "sampler" and whole_run_sampler(value) is not None:  # its options, as answer() hands them
+            whole_run_sampler(value).check_options({"sampler_options": sampler_options, "step_size": step_size,
+                                                    "target_acceptance_rate": target_acceptance_rate,
+                                                    "devices": devices})
+        elif name == "sampler":
             make_kernel(value, sampler_options)  # the sampler and its options, before compiling
         elif value not in ("per_chain", "shared"):
             raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
@@ -709,6 +729,12 @@ def _group_settings(plan: _SweepPlan, static_values: dict) -> tuple[dict, dict]:
     return settings, probe_params
 
 
+def _runs_alone(plan: _SweepPlan, static_values: dict) -> bool:
+    """Whether a group's cells run one at a time through :func:`jaxprobe.generate.answer`: those of a whole-run
+    sampler (:mod:`jaxprobe.samplers`), which runs a whole question in its own program (no batched cells)."""
+    return whole_run_sampler(static_values.get("sampler", plan.defaults["sampler"])) is not None
+
+
 def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, index: int, group_number: int,
                      progress: bool, checkpoint: Any) -> tuple[int, float]:
     """A group of one cell, run as :func:`jaxprobe.generate` runs it. Returns (1 if it compiled a program, the
@@ -793,7 +819,7 @@ def _report_unconverged(rows: list[dict[str, Any]], convergence: str) -> None:
 
 
 def _package_version() -> str:
-    from jaxprobe import __version__
+    from jaxprobe._version import __version__
 
     return __version__
 
@@ -1040,6 +1066,8 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     question = Question(problem.probe, value("temperature"), problem.prior, problem.constraints,
                         _resolve_dim(problem))
     key = jax.random.fold_in(rng_key, value("seed"))
+    if whole_run_sampler(settings["sampler"]) is not None:
+        checkpoint = None  # a whole-run sampler's run is not checkpointed: an interrupted one starts over
     tick = time.perf_counter()
     with _CompileTimer() as compiling:
         samples = answer(key, question, num_chains=settings["num_chains"], num_samples=settings["num_samples"],

@@ -9,7 +9,6 @@ so a sweep over them is one compiled program.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -25,13 +24,13 @@ import numpy as np
 from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
 from jaxprobe._io import atomic_write, is_writer
-from jaxprobe.config import PROBE_TYPES, TREE_KINDS, ConfigError, Config
+from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
 
 __all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS",
-           "OBSERVABLES", "BuiltinObservable", "observables_for", "make_observables"]
+           "OBSERVABLES", "MAKERS", "observables_for", "make_observables"]
 
 #: Config keys the sweep engine takes directly (the rest are probe parameters).
 ENGINE_KEYS = {"sampler.temperature": "temperature", "sampler.seed": "seed", "sampler.step_size": "step_size",
@@ -336,33 +335,6 @@ def _check_values(prepared: Prepared, config: Config, grid: dict[str, list]) -> 
 # ------------------------------------------------------------------ built-in observables ([output] observables)
 
 
-CLASSIFIER_TASKS = ("binary", "multiclass")
-ALL_TASKS = ("binary", "multiclass", "regression")
-
-
-@dataclasses.dataclass(frozen=True)
-class BuiltinObservable:
-    """A named observable a configuration file can ask for (``[output] observables``): files are data, never code.
-
-    ``doc``: what it is (one line); ``tasks`` / ``probes``: the data sets' tasks and the probe types it is
-    defined for; ``reads``: configuration keys (``"section.key"``, or ``"section."`` for all of a section)
-    its function depends on, which a sweep's grid may not vary; ``answer``: the summary's answer field it
-    gives when the draws are not kept; ``make(prepared, sections)``: its function of ONE x ``(d,)`` in the
-    models' input (standardized) space, or ``None`` for ``"probe"`` (G(x), folded in by every run).
-    """
-
-    doc: str
-    tasks: tuple[str, ...] = ALL_TASKS
-    probes: tuple[str, ...] = PROBE_TYPES
-    reads: tuple[str, ...] = ()
-    answer: str | None = None
-    make: Callable[["Prepared", dict], Callable] | None = None
-
-    def depends_on(self, dotted: str) -> bool:
-        """Whether the function changes with the configuration key ``dotted`` (a sweep may not vary it)."""
-        return any(dotted == read or (read.endswith(".") and dotted.startswith(read)) for read in self.reads)
-
-
 def _predicted_class(prepared: "Prepared", sections: dict) -> Callable:
     model, num_classes = prepared.model.fn, prepared.num_classes
     return lambda x: jax.nn.one_hot(jnp.argmax(model(x)), num_classes, dtype=x.dtype)
@@ -394,51 +366,13 @@ def _features(prepared: "Prepared", sections: dict) -> Callable:
     return lambda x: x * scale + mean
 
 
-#: The observables a configuration can name, each a function of one input x, averaged over every chain and kept
-#: draw as the run goes (``samples.observables[name]``: mean and its Monte-Carlo standard error), so that the answer
-#: needs no kept draws (``[output] keep_draws = false``). Each but ``"probe"`` is evaluated on x as the draws are
-#: reported (one-hot groups as their category, integer features rounded), so its mean is the kept draws' fraction or
-#: mean exactly.
-OBSERVABLES: dict[str, BuiltinObservable] = {
-    "probe": BuiltinObservable("G(x) at the sampled point (every run folds it in: probe_mean and probe_mcse)"),
-    "features": BuiltinObservable("x in original units, shape (d,): its mean is the feature means",
-                                  reads=("data.name", "data.options"), answer="features_original_units",
-                                  make=_features),
-    "predicted_class": BuiltinObservable("one-hot of the model's predicted class, shape (K,): its mean is the class "
-                                         "fractions", tasks=CLASSIFIER_TASKS, reads=("data.", "model."),
-                                         answer="predicted_class_fractions", make=_predicted_class),
-    "model_output": BuiltinObservable("the model's output: a regression value, or a classifier's class "
-                                      "probabilities (K,)", reads=("data.", "model."), answer="mean_model_output",
-                                      make=_model_output),
-    "disagree": BuiltinObservable("1 where the [model] and [compare] predicted classes differ", tasks=CLASSIFIER_TASKS,
-                                  probes=("model_contrast",), reads=("data.", "model.", "compare."),
-                                  answer="fraction_of_samples_where_models_disagree", make=_disagree),
-    "within_0.1_of_alpha": BuiltinObservable("1 where |P(class 1 | x) - alpha| < 0.1", tasks=("binary",),
-                                             probes=("prediction_risky",), reads=("data.", "model.", "probe.alpha"),
-                                             answer="fraction_within_0.1_of_alpha", make=_within_alpha),
-    "target_prediction": BuiltinObservable("1 where the model predicts the target class",
-                                           tasks=CLASSIFIER_TASKS, probes=("fixed_label",),
-                                           reads=("data.", "model.", "probe.target"),
-                                           answer="fraction_with_target_prediction", make=_target_prediction),
+#: The function of x of each built-in observable (:data:`jaxprobe.config.OBSERVABLES`) but ``"probe"`` (G(x),
+#: folded in by every run): ``make(prepared, sections)`` → a function of ONE x ``(d,)`` in the models' input
+#: (standardized) space.
+MAKERS: dict[str, Callable[["Prepared", dict], Callable]] = {
+    "features": _features, "predicted_class": _predicted_class, "model_output": _model_output,
+    "disagree": _disagree, "within_0.1_of_alpha": _within_alpha, "target_prediction": _target_prediction,
 }
-
-
-def observables_for(probe_type: str, task: str) -> tuple[str, ...]:
-    """The built-in observable names defined for a ``probe_type`` probe of a model of ``task``.
-
-    Parameters
-    ----------
-    probe_type
-        One of :data:`jaxprobe.config.PROBE_TYPES`.
-    task
-        The data set's task: ``"binary"``, ``"multiclass"`` or ``"regression"``.
-
-    Returns
-    -------
-    tuple of str
-        Names of :data:`OBSERVABLES`, in its order.
-    """
-    return tuple(name for name, spec in OBSERVABLES.items() if probe_type in spec.probes and task in spec.tasks)
 
 
 class _Observable:
@@ -494,13 +428,12 @@ def make_observables(prepared: Prepared, sections: dict[str, dict[str, Any]], na
     dataset = prepared.dataset
     out = {}
     for name in names:
-        spec = OBSERVABLES[name]
-        if spec.make is None:  # "probe": folded in by the run itself
+        if name not in MAKERS:  # "probe": folded in by the run itself
             continue
         key = (name, prepared.model, prepared.compare, repr(sections["probe"].get("alpha")),
                repr(sections["probe"].get("target")), restriction if report is not None else None,
                dataset.mean.tobytes(), dataset.scale.tobytes())
-        out[name] = _Observable(name, spec.make(prepared, sections), report, key)
+        out[name] = _Observable(name, MAKERS[name](prepared, sections), report, key)
     return out
 
 
@@ -552,7 +485,7 @@ def sweep_config(config: Config, *, out: str | None = None, progress: bool = Tru
     options = {key: sampler[key] for key in ("num_chains", "num_samples", "num_warmup", "thin", "step_size_mode")}
     output = config.sections["output"]
     observables = None
-    if any(OBSERVABLES[name].make is not None for name in output["observables"]):
+    if any(name in MAKERS for name in output["observables"]):
         # One function of x for every cell (parse_config refused grids over the keys it reads), made with the
         # first cell's data, models and constraints.
         first = config.with_values({dotted: values[0] for dotted, values in config.grid.items()})
@@ -618,7 +551,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     output = config.sections["output"]
     keep_draws = output["keep_draws"]
     observables = None
-    if any(OBSERVABLES[name].make is not None for name in output["observables"]):
+    if any(name in MAKERS for name in output["observables"]):
         observables = make_observables(prepared, config.sections, output["observables"],
                                        build_problem(prepared, config.sections, {}).constraints)
     # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again

@@ -21,7 +21,7 @@ import jaxprobe
 from jaxprobe import priors, probes
 from jaxprobe import reconstruct as R
 from jaxprobe.constraints import Box, Fixed, OneHot
-from jaxprobe.engine import tree_gibbs
+from jaxprobe.samplers import tree_gibbs
 from jaxprobe.models.trees import TreeEnsembleModel
 from jaxprobe.question import Question
 
@@ -452,10 +452,7 @@ def test_targets_not_of_the_tree_form_are_refused_by_name_before_compiling(compi
 
 
 def test_front_ends_without_tree_gibbs_say_where_it_runs():
-    """jaxprobe.sample and sweep run engine kernels only: asked for tree_gibbs they name the entry points that
-    have it, before anything compiles."""
+    """jaxprobe.sample runs engine kernels only: asked for tree_gibbs (a whole-run sampler) it names the entry
+    points that have it, before anything compiles."""
     with pytest.raises(ValueError, match="'tree_gibbs' is not an engine kernel: .* jaxprobe.generate, reconstruct"):
         jaxprobe.sample(0, lambda x: -0.5 * jnp.sum(x**2), np.zeros((2, 3)), sampler="tree_gibbs", progress=False)
-    with pytest.raises(ValueError, match="'tree_gibbs' is not an engine kernel"):
-        jaxprobe.sweep(0, probes.Probe(lambda x: jnp.sum(x**2)), {"temperature": [1.0]}, num_chains=2,
-                       num_samples=2, dim=2, sampler="tree_gibbs", progress=False)
