@@ -7,7 +7,7 @@ Two questions, each answered by every sampler with the same number of chains C, 
     0.2 (the bumps are equidistant from the prior's mean), log Z = log E_prior[exp(−G)] = log N((3, 0); 0, 1.25 I).
     Reported: share of draws with x₀ > 0 minus 0.8, log Z − closed form (SMC only), and TV on a 30×30 grid
     of cells over [−5, 5]² (closed-form cell masses; draws outside the square form a 901st cell).
-(b) *Figure 2*: model-contrast probe of an RBF vs a cubic SVM on circles (as tests/test_probing_figure2.py),
+(b) *Figure 2*: model-contrast probe of an RBF vs a cubic SVM on circles (as tests/test_generation_figure2.py),
     Box [−1.5, 1.5]², flat prior, τ = 0.1 (the target's mass sits on the disjoint regions where the two SVMs
     disagree; ChEES's R-hat flags the chains as stuck). Exact target by a 300×300 midpoint rule of exp(−G/τ)
     over the box; reported: TV between the draws' and the exact mass on 30×30 cells, log Z − quadrature

@@ -5,7 +5,7 @@ from jaxprobe import (constraints, datasets, engine, extract, latent, models, pl
 from jaxprobe.engine import Samples, sample
 from jaxprobe.engine.verdict import ConvergenceError, ConvergenceWarning, Verdict
 from jaxprobe.engine.registry import register_sampler
-from jaxprobe.generate import generate
+from jaxprobe.generation import generate
 from jaxprobe.question import Question
 from jaxprobe.sweeps import sweep
 from jaxprobe.target import gibbs

@@ -149,7 +149,7 @@ SWEEP_GRIDS = {  # four cells of each grid: every kind of axis the example has (
 def test_sweep_example_cells_are_the_python_answers(name, tmp_path):
     """Every axis static, so every cell is its own program: then each cell of ``jaxprobe sweep`` is the Python
     generate of its own question, bit for bit (string axes select their model, numeric ones their probe
-    parameter, seeds their key). Batched cells equal it in distribution (test_cli.py, test_sweep.py)."""
+    parameter, seeds their key). Batched cells equal it in distribution (test_cli.py, sweeps/test_core.py)."""
     assert name in SWEEP_GRIDS, f"{name}: add its grid to SWEEP_GRIDS"
     path = _shrunk(name, tmp_path, SWEEP_GRIDS[name], static=list(SWEEP_GRIDS[name]))
     out = tmp_path / "out"

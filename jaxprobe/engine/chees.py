@@ -22,10 +22,10 @@ warmup, under the kernel's numerics policy (:mod:`jaxprobe.engine.numerics`):
   these sums also pass :meth:`~jaxprobe.engine.numerics.Numerics.fma_barrier`, so that
   XLA cannot fuse a multiply into a following add as an FMA in one program and not in
   the other. Result: the adapted parameters, and so the draws, are bit-identical for 1
-  and 4 devices (``tests/test_engine_devices.py``, 64 chains; with fewer than 2 warmup
+  and 4 devices (``tests/engine/test_api_devices.py``, 64 chains; with fewer than 2 warmup
   steps XLA folds the scan away and this is not ensured). This re-implementation is
   kept for that promise only; both modes adapt to the same values up to Monte-Carlo
-  noise (``tests/test_engine_chees.py``, ``tests/test_numerics.py``). Its price on CPU
+  noise (``tests/engine/test_chees.py``, ``tests/engine/test_numerics.py``). Its price on CPU
   (2 cores, the D = 30 MLP target of ``benchmarks/throughput.py``, 200 warmup steps,
   min of 6 alternated runs): 1.12x the fast mode's warmup time at C = 128 (0.065 s vs
   0.058 s) and 1.11x at C = 1024 (0.368 s vs 0.330 s).

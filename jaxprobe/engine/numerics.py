@@ -20,11 +20,11 @@ one switch, and nowhere else in the maths. Reproducible / fast:
 
 ``"reproducible"`` is the engine as it was before the switch existed, bit for bit (the
 same compiled programs): the same key gives the same draws on one CPU device or many
-(``tests/test_engine_devices.py``), and its unrolled hash is 4.5x faster than JAX's own
+(``tests/engine/test_api_devices.py``), and its unrolled hash is 4.5x faster than JAX's own
 rolled Threefry loop on CPU. Both measures are for CPUs: JAX lowers Threefry as a rolled
 loop only on CPU (on GPU/TPU the unrolled hash gains nothing), and the trees and barriers
 add work where one all-reduce would do. ``"fast"`` is plain JAX and BlackJAX: the same
-distribution (tested on known answers, ``tests/test_numerics.py``) and deterministic for a
+distribution (tested on known answers, ``tests/engine/test_numerics.py``) and deterministic for a
 fixed key on a fixed set of devices, but not bit-identical across device counts.
 
 The default, ``numerics=None`` in :func:`jaxprobe.sample`, ``generate`` and ``sweep``, is
@@ -128,7 +128,7 @@ def normal_and_uniform(rng_key: PRNGKey, num_chains: int, dim: int, dtype: Any,
       RWMH uses this layout: XLA:CPU recomputes the noise inside the fusion that
       evaluates an elementwise log density, and with the paired words that fused
       evaluation differed in the last bit between 1 and 4 devices
-      (``tests/test_engine_devices.py``); with this layout they agree.
+      (``tests/engine/test_api_devices.py``); with this layout they agree.
     """
     dtype = jnp.dtype(dtype)
     finfo = jnp.finfo(dtype)

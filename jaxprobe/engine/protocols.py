@@ -205,7 +205,7 @@ class WholeRunSampler(Protocol):
     - ``sample_question(rng_key, question, *, num_chains, num_samples, num_warmup, init=None, dtype=None,
       **options) -> Samples``: the question's draws, ``positions`` ``(C, N, d)`` in data space (relaxed: the
       caller reports one-hot groups and integers), with the verdict; keys as
-      :func:`jaxprobe.generate.answer` (``rng_key`` splits into initial positions, sampling). ``options`` as
+      :func:`jaxprobe.generation.answer` (``rng_key`` splits into initial positions, sampling). ``options`` as
       :meth:`check_options` takes them (also ``observables`` and ``keep_draws``, as ``sample`` has them).
     - ``supports_reconstruction(model, prior, dim) -> str | None``: None if it can reconstruct from this
       (model, prior) setting of ``dim`` features, else the reason (starting ``"model: "`` or ``"prior: "``).

@@ -79,7 +79,7 @@ The price of the groups: the standard error is itself estimated from G values (r
 error ≈ 1/√(2(G−1)), 25 % at the default G = 8), so ``(log Ẑ − log Z)/se`` is t-like with
 G − 1 degrees of freedom; and a particle average is the mean of G averages over n-particle
 systems, so its O(1/n) self-normalization bias is that of n = N/G particles, not N (measured
-at about −1/n to −2/n on a two-mode share, ``tests/test_engine_smc.py``), while Ẑ is
+at about −1/n to −2/n on a two-mode share, ``tests/engine/test_smc.py``), while Ẑ is
 not affected. More groups sharpen the error bar, fewer reduce that bias.
 
 Why not ``blackjax.adaptive_tempered_smc`` as it is: its step is "resample with

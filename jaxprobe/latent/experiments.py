@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from jaxprobe.constraints import Box
-from jaxprobe.generate import generate as generate_in_data_space
+from jaxprobe.generation import generate as generate_in_data_space
 from jaxprobe.latent.metrics import nearest_neighbour_distance, predicted_labels, reconstruction_error
 from jaxprobe.latent.pushforward import LatentSamples, generate
 from jaxprobe.latent.vae import VAE

@@ -23,7 +23,7 @@ from jaxprobe._inputs import as_float_array
 from jaxprobe.engine import Samples
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
-from jaxprobe.generate import generate as generate_in_data_space
+from jaxprobe.generation import generate as generate_in_data_space
 from jaxprobe.priors import StandardNormal
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.target import gibbs

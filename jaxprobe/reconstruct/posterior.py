@@ -29,7 +29,7 @@ from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target
 from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
-from jaxprobe.generate import answer
+from jaxprobe.generation import answer
 from jaxprobe.priors import DiagonalGaussian, StandardNormal
 from jaxprobe.reconstruct.priors import prior_moments
 from jaxprobe.reconstruct.victims import as_classifier, original_errors

@@ -46,7 +46,7 @@ from jaxprobe.engine import streaming
 from jaxprobe.engine.diagnostics import rank_diagnostics
 from jaxprobe.engine.verdict import (ConvergenceError, ConvergenceWarning, CoordinateNames, check_policy,
                                      verdict_from_statistics)
-from jaxprobe.generate import answer
+from jaxprobe.generation import answer
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.question import Question, infer_dim
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
@@ -730,7 +730,7 @@ def _group_settings(plan: _SweepPlan, static_values: dict) -> tuple[dict, dict]:
 
 
 def _runs_alone(plan: _SweepPlan, static_values: dict) -> bool:
-    """Whether a group's cells run one at a time through :func:`jaxprobe.generate.answer`: those of a whole-run
+    """Whether a group's cells run one at a time through :func:`jaxprobe.generation.answer`: those of a whole-run
     sampler (:mod:`jaxprobe.samplers`), which runs a whole question in its own program (no batched cells)."""
     return whole_run_sampler(static_values.get("sampler", plan.defaults["sampler"])) is not None
 
@@ -1051,7 +1051,7 @@ def _probe_values(positions, probe_fn):
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
                 sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None,
                 keep_draws=True, observables=None):
-    """One cell as ONE run of its question through :func:`jaxprobe.generate.answer` (what generate does).
+    """One cell as ONE run of its question through :func:`jaxprobe.generation.answer` (what generate does).
 
     Batched probe parameters are handed to ``build_probe`` as JAX scalars of the dtype the batched program
     would give them, so both paths build the same probe.

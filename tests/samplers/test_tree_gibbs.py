@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.special
 import scipy.stats
-from conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import mc_check_mean, mc_check_second_moment
 
 import jax
 import jax.numpy as jnp

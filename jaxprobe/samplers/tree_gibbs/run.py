@@ -286,7 +286,7 @@ def sample_question(rng_key: PRNGKey, question: Any, *, num_chains: int, num_sam
     ``(C, N, d)`` in data space (relaxed: the caller reports Integer features rounded), ``logdensity`` in data
     space, −G(x)/τ + log prior(x).
 
-    Keys as :func:`jaxprobe.generate.answer`: ``rng_key`` splits into (initial positions, sampling). Starting
+    Keys as :func:`jaxprobe.generation.answer`: ``rng_key`` splits into (initial positions, sampling). Starting
     points: ``init`` ``(C, d)`` in data space (checked against the constraints), else the question's own
     (:meth:`jaxprobe.Question.initial_positions`, mapped to data space). ``options``: see :func:`split_options`;
     also ``numerics`` (checked, unused: exact Gibbs sweeps have no numerics to choose), ``observables``

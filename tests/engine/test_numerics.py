@@ -2,7 +2,7 @@
 
 Both modes give the same distribution on known answers for every built-in sampler; the reproducible
 mode is the engine as before (bit-identical across device counts: the slow subprocess test, and
-tests/test_engine_devices.py), the fast mode is deterministic for a fixed key; the default resolves
+tests/engine/test_api_devices.py), the fast mode is deterministic for a fixed key; the default resolves
 per platform (reproducible on CPU); bad values are refused before anything compiles; ``Samples``
 records the mode, in memory and on file.
 """
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import mc_check_mean, mc_check_second_moment
 
 import jaxprobe
 from jaxprobe.engine import kernels, numerics, registry
@@ -253,7 +253,7 @@ DEVICES_SCRIPT = textwrap.dedent(
     import jaxprobe
 
     assert jax.device_count() == 4, jax.devices()
-    scales = np.arange(1.0, 5.0, dtype=np.float32)  # a literal constant (see tests/test_engine_devices.py)
+    scales = np.arange(1.0, 5.0, dtype=np.float32)  # a literal constant (see tests/engine/test_api_devices.py)
 
     def logdensity(x):
         return -0.5 * jnp.sum((x / scales) ** 2) - jnp.sum(jnp.tanh(x) ** 2)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import mc_check_mean
+from tests.conftest import mc_check_mean
 
 import jaxprobe
 from jaxprobe.engine import core, kernels
@@ -158,135 +158,7 @@ def test_thinning_stores_only_kept_draws():
 # ---------------------------------------------------------------- the functional core
 
 
-def test_core_runs_inside_a_user_jit_and_scan():
-    """engine.init / engine.run are pure: usable inside a user's jit and lax.scan (e.g. a training step)."""
-    kernel = kernels.MALA()
-    num_chains, dim = 16, 2
-
-    @jax.jit
-    def training_loop(rng_key, positions, shift):
-        def training_step(carry, step_key):
-            positions, shift = carry
-            logdensity = lambda x: -0.5 * jnp.sum((x - shift) ** 2)
-            state = core.init(kernel, logdensity, positions, {"step_size": jnp.asarray(0.5)})
-            state, trace, stats = core.run(step_key, state, kernel, logdensity, num_draws=50, thin=2)
-            shift = shift + 0.1  # a stand-in for a parameter update that uses the draws
-            return (state.kernel_state.position, shift), jnp.mean(trace.position, axis=(0, 1))
-
-        return jax.lax.scan(training_step, (positions, shift), jax.random.split(rng_key, 3))
-
-    (positions, shift), means = training_loop(jax.random.key(0), jnp.zeros((num_chains, dim)), jnp.zeros(dim))
-    assert positions.shape == (num_chains, dim)
-    np.testing.assert_allclose(np.asarray(shift), 0.3, rtol=1e-6)
-    assert means.shape == (3, dim) and np.all(np.isfinite(means))
-
-
-def test_core_matches_sample_bit_for_bit():
-    """sample() with a fixed step size and no warmup is exactly core.init + core.run."""
-    key = jax.random.key(3)
-    init = _init()
-    result = jaxprobe.sample(key, std_normal, init, num_samples=30, num_warmup=0, step_size=0.4, progress=False)
-    kernel = kernels.MALA()
-    _, key_sampling = jax.random.split(key)
-    state = core.init(kernel, std_normal, jnp.asarray(init), {"step_size": jnp.asarray(0.4, jnp.float32)})
-    _, trace, _ = jax.jit(core.run, static_argnums=(2, 3, 4, 5))(key_sampling, state, kernel, std_normal, 30, 1)
-    np.testing.assert_array_equal(result.positions, np.asarray(trace.chain_major().position))
-
-
-@pytest.mark.parametrize("thin", [1, 3])
-def test_core_run_into_donated_buffers_gives_the_same_draws(thin):
-    """run(..., trace=buffers) writes the draws in place (buffers donated and reused) with the same values."""
-    kernel = kernels.MALA()
-    init = jnp.asarray(_init())
-    state = core.init(kernel, std_normal, init, {"step_size": jnp.asarray(0.4, jnp.float32)})
-    run_into = jax.jit(core.run, static_argnums=(2, 3, 4, 5), donate_argnums=6)
-    key = jax.random.key(8)
-    _, expected, expected_stats = jax.jit(core.run, static_argnums=(2, 3, 4, 5))(key, state, kernel, std_normal, 12,
-                                                                                  thin)
-    buffers = core.Trace(jnp.full((12,) + init.shape, jnp.nan), jnp.full((12, init.shape[0]), jnp.nan))
-    for _ in range(2):  # the second call reuses the first call's output buffers
-        _, trace, stats = run_into(key, state, kernel, std_normal, 12, thin, buffers)
-        assert buffers.position.is_deleted()  # donated, written in place
-        np.testing.assert_array_equal(np.asarray(trace.position), np.asarray(expected.position))
-        np.testing.assert_array_equal(np.asarray(trace.logdensity), np.asarray(expected.logdensity))
-        np.testing.assert_array_equal(np.asarray(stats.num_accepted), np.asarray(expected_stats.num_accepted))
-        buffers = trace
-
-
-def test_core_run_rejects_trace_buffers_of_the_wrong_shape():
-    kernel = kernels.MALA()
-    init = jnp.asarray(_init())
-    state = core.init(kernel, std_normal, init, {"step_size": jnp.asarray(0.4, jnp.float32)})
-    wrong = core.Trace(jnp.zeros((5,) + init.shape), jnp.zeros((5, init.shape[0])))
-    with pytest.raises(ValueError, match="trace must have shapes"):
-        core.run(jax.random.key(0), state, kernel, std_normal, 6, 1, wrong)
-
-
-def test_core_warmup_is_pure_and_adapts():
-    kernel = kernels.HMC(num_integration_steps=5)
-    logdensity = lambda x: -0.5 * jnp.sum((x / jnp.array([0.1, 3.0])) ** 2)
-    positions = jax.random.normal(jax.random.key(0), (32, 2))
-    state = core.init(kernel, logdensity, positions)
-    warm = jax.jit(core.warmup, static_argnums=(2, 3, 4))
-    state, stats = warm(jax.random.key(1), state, kernel, logdensity, 300)
-    # The adapted diagonal inverse mass matrix estimates the variances (0.01, 9), per chain.
-    imm = np.asarray(state.parameters["inverse_mass_matrix"])
-    assert imm.shape == (32, 2)
-    ratio = np.median(imm[:, 1]) / np.median(imm[:, 0])
-    assert 200 < ratio < 4000
-
-
 # ---------------------------------------------------------------- results and files
-
-
-def test_pytree_positions_save_load_round_trip(tmp_path):
-    init = {"weights": _init(6, 4).reshape(6, 2, 2), "bias": [_init(6, 1)[:, 0], _init(6, 3, seed=2)]}
-
-    def logdensity(tree):
-        return std_normal(tree["weights"]) + std_normal(tree["bias"][0]) + std_normal(tree["bias"][1])
-
-    result = jaxprobe.sample(0, logdensity, init, sampler="hmc", num_samples=50, num_warmup=50, progress=False)
-    assert result.positions["weights"].shape == (6, 50, 2, 2)
-    assert result.positions["bias"][0].shape == (6, 50)
-    assert result.positions["bias"][1].shape == (6, 50, 3)
-    path = tmp_path / "run" / "samples.npz"
-    result.save(path)
-    assert [p.name for p in path.parent.iterdir()] == ["samples.npz"]  # no partial file left behind
-    loaded = jaxprobe.Samples.load(path)
-    for original, restored in zip(jax.tree_util.tree_leaves(result.to_numpy()), jax.tree_util.tree_leaves(loaded.to_numpy())):
-        if isinstance(original, np.ndarray):
-            assert original.dtype == restored.dtype
-            np.testing.assert_array_equal(original, restored)
-        else:
-            assert original == restored
-    assert isinstance(loaded.positions["bias"], list)
-    assert loaded.sampler == "hmc" and loaded.thin == 1 and loaded.num_warmup == 50
-    with np.load(path, allow_pickle=False) as data:  # plain data: loads without pickle
-        assert json.loads(str(data["header"]))["sampler"] == "hmc"
-
-
-def test_samples_fields_and_summary():
-    result = jaxprobe.sample(0, std_normal, _init(8, 3), num_samples=400, num_warmup=200, progress=False)
-    assert result.logdensity.shape == (8, 400)
-    for field in ("acceptance_rate", "step_size", "num_divergent", "num_nonfinite", "num_gradient_evaluations"):
-        assert getattr(result, field).shape == (8,)
-    assert np.all((result.acceptance_rate > 0.3) & (result.acceptance_rate < 0.9))
-    summary = result.summary()
-    assert summary.names == ("x[0]", "x[1]", "x[2]")
-    assert np.all(summary.rhat < 1.05)
-    assert np.all(summary.ess_bulk > 100) and np.all(summary.ess_tail > 100)
-    mc_check_mean(result.positions, np.zeros(3))
-    table = str(summary)
-    assert "r_hat" in table and "x[2]" in table
-    assert set(summary.to_dict()["x[0]"]) == {"mean", "sd", "mcse_mean", "rhat", "ess_bulk", "ess_tail"}
-
-
-def test_to_arviz():
-    arviz = pytest.importorskip("arviz")
-    result = jaxprobe.sample(0, std_normal, _init(4, 2), num_samples=50, num_warmup=50, progress=False)
-    data = result.to_arviz()
-    assert isinstance(data, arviz.InferenceData)
-    assert data.posterior["x"].shape[:2] == (4, 50)
 
 
 def test_progress_bar_reports_steps(capsys):

@@ -1,7 +1,7 @@
 """jaxprobe's ChEES adaptation against BlackJAX's, and against the target's known scales.
 
 jaxprobe.engine.chees reimplements BlackJAX's chees_adaptation with batch-invariant cross-chain
-sums (tests/test_engine_devices.py checks the bit-identity across devices). Here: on a diagonal
+sums (tests/engine/test_api_devices.py checks the bit-identity across devices). Here: on a diagonal
 Gaussian with known standard deviations, both adapt to the same step size, mean number of
 leapfrog steps and mass matrix (up to Monte-Carlo noise: the two use different per-step keys),
 and the adapted inverse mass matrix is the target's variance.

@@ -1,4 +1,4 @@
-"""One process of the multi-process test (tests/test_multihost.py): ``python multihost_worker.py PROCESS_ID
+"""One process of the multi-process test (tests/engine/test_api_multihost.py): ``python multihost_worker.py PROCESS_ID
 NUM_PROCESSES PORT OUT``. Each process sees 4 / NUM_PROCESSES CPU devices; with more than one process they join
 through ``jax.distributed.initialize`` over gloo on localhost. Every process runs the same calls, unchanged, and
 saves what it got to ``OUT/result-<process id>.npz`` (the test's own file; jaxprobe writes only from process 0)."""

@@ -3,7 +3,7 @@
 import jax
 import numpy as np
 import pytest
-from conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import mc_check_mean, mc_check_second_moment
 
 import jaxprobe
 

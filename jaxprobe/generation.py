@@ -1,4 +1,8 @@
-"""``jaxprobe.generate``: answer a probe with samples in data space, constraints exact."""
+"""The module behind :func:`jaxprobe.generate`: answer a probe with samples in data space, constraints exact.
+
+Named apart from the function it exports, so that ``import jaxprobe.generation`` is this module (a module
+``jaxprobe.generate`` was shadowed by the function ``jaxprobe.generate``).
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import mc_check_mean
+from tests.conftest import mc_check_mean
 
 import jaxprobe
 from jaxprobe import constraints as C

@@ -17,8 +17,8 @@ import pytest
 
 from jaxprobe import latent
 from jaxprobe.latent import data, experiments
-from conftest import mc_check_mean, mc_check_second_moment
-from test_latent import _linear_gaussian_case
+from tests.conftest import mc_check_mean, mc_check_second_moment
+from tests.latent.test_latent import _linear_gaussian_case
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +37,8 @@ SHARDED = textwrap.dedent(
     """
     import jax, numpy as np
     from jaxprobe import latent
-    from test_latent import _linear_gaussian_case
-    from conftest import mc_check_mean
+    from tests.latent.test_latent import _linear_gaussian_case
+    from tests.conftest import mc_check_mean
     assert jax.device_count() == 4
     decoder, probe, temperature, mean, covariance, _ = _linear_gaussian_case()
     runs = [latent.generate(7, probe, decoder, temperature=temperature, latent_dim=3, num_chains=64, num_samples=200,
@@ -53,7 +53,7 @@ SHARDED = textwrap.dedent(
 
 
 def test_sharded_latent_chains_match_one_device():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     environment = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                        PYTHONPATH=os.pathsep.join([os.path.join(root, "tests"), root, os.environ.get("PYTHONPATH", "")]))
     completed = subprocess.run([sys.executable, "-c", SHARDED], cwd=root, env=environment, capture_output=True,

@@ -19,7 +19,7 @@ import jaxprobe
 from jaxprobe import latent
 from jaxprobe.latent import data
 from jaxprobe.latent.vae import ConvTranspose2x, _train
-from conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import mc_check_mean, mc_check_second_moment
 
 
 # ------------------------------------------------------------------ shared fixtures

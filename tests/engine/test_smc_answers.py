@@ -119,7 +119,7 @@ def test_smc_needs_a_reference_it_can_draw_before_compiling(compile_counter):
                               convergence="loud")
     assert counter.count == 0
 
-# The reconstruction path through SMC is checked on tests/test_reconstruct.py's ground truth (the jax-smc run).
+# The reconstruction path through SMC is checked on tests/reconstruct/test_posterior.py's ground truth (the jax-smc run).
 
 
 @pytest.mark.slow

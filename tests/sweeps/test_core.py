@@ -32,7 +32,7 @@ def weighted_localizer(weight, anchor):
 @pytest.fixture(scope="module")
 def grid_run(tmp_path_factory):
     """A 64-cell grid (4 temperatures × 4 localizer weights × 4 anchor indices), run once."""
-    from conftest import _COUNTER
+    from tests.conftest import _COUNTER
 
     out = tmp_path_factory.mktemp("sweep64")
     key = jax.random.key(11)

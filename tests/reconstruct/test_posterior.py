@@ -9,7 +9,7 @@ estimators show on exact draws (their error at zero divergence).
 import numpy as np
 import pytest
 import scipy.stats
-from conftest import mc_check_mean
+from tests.conftest import mc_check_mean
 
 import jax
 import jax.numpy as jnp

@@ -1,0 +1,197 @@
+"""The sampler registry (jaxprobe.engine.registry): register/unregister round trip, refusals, no branching on sampler names outside it."""
+
+import ast
+import dataclasses
+import pathlib
+import re
+from typing import ClassVar
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tests.conftest import mc_check_mean, mc_check_second_moment
+import jaxprobe
+from jaxprobe.engine import core, registry
+from jaxprobe.engine.kernels import (MALA, GradientKernel, GradientState, StepInfo, per_chain, safe_logdensity,
+                                     vmap_chains)
+
+from jaxprobe.engine.options import float_option
+from jaxprobe.engine.protocols import Adaptation, EngineState, Kernel, RunStats
+
+PACKAGE = pathlib.Path(jaxprobe.__file__).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class _Renamed(MALA):
+    name: ClassVar[str] = "renamed_mala"
+
+
+def _sources():
+    return sorted(path for path in PACKAGE.rglob("*.py"))
+
+
+def _runtime_nodes(tree):
+    """Every node of ``tree`` except those under ``if TYPE_CHECKING:`` (imports for type checkers only)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _engine_imports():
+    """Module → the jaxprobe.engine modules it imports at run time (anywhere in the file, lazy imports included)."""
+    graph = {}
+    for path in sorted((PACKAGE / "engine").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        module = f"jaxprobe.engine.{path.stem}"
+        targets = set()
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module == "jaxprobe.engine":
+                    targets |= {f"jaxprobe.engine.{alias.name}" for alias in node.names}
+                elif node.module.startswith("jaxprobe.engine."):
+                    targets.add(node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names if alias.name.startswith("jaxprobe.engine.")}
+        graph[module] = targets - {module}
+    return graph
+
+
+@dataclasses.dataclass(frozen=True)
+class Barker(GradientKernel):
+    """BlackJAX's Barker proposal (Livingstone & Zanella 2022), vmapped over chains: the recipe of
+    :func:`jaxprobe.register_sampler`."""
+
+    name: ClassVar[str] = "barker"
+    target_acceptance_rate: float = float_option(0.4, minimum=0.0, maximum=1.0, exclusive_minimum=True,
+                                                 exclusive_maximum=True)
+
+    def step(self, rng_key, state, parameters, logdensity_fn):
+        from blackjax.mcmc import barker
+
+        kernel = barker.build_kernel()
+        safe = safe_logdensity(logdensity_fn)
+
+        def one_chain(key, chain_state, step_size):
+            return kernel(key, barker.BarkerState(*chain_state), safe, step_size)
+
+        num_chains = state.position.shape[0]
+        new_state, info = vmap_chains(one_chain, rng_key, state, per_chain(parameters["step_size"], num_chains))
+        nonfinite = ~jnp.isfinite(info.proposal.logdensity)
+        return GradientState(*new_state), StepInfo(
+            acceptance_rate=jnp.where(nonfinite, 0.0, info.acceptance_rate),
+            is_accepted=info.is_accepted & ~nonfinite,
+            is_divergent=jnp.zeros_like(nonfinite),
+            is_nonfinite=nonfinite,
+            num_gradient_evaluations=jnp.ones((num_chains,), jnp.int32),
+        )
+
+    def initial_step_size(self, dim):
+        return 0.5
+
+
+@pytest.fixture
+def barker_registered():
+    jaxprobe.register_sampler("barker", Barker)
+    yield
+    registry.unregister_sampler("barker")
+
+
+MEAN = np.array([1.0, -2.0], np.float32)
+
+
+SCALE = np.array([0.5, 2.0], np.float32)
+
+
+def _gaussian(x):
+    return -0.5 * jnp.sum(((x - MEAN) / SCALE) ** 2)
+
+
+def _shifted_probe(shift):
+    """G(x) = ½|x − shift|²: with a standard normal prior and temperature τ, x ~ N(shift/(1 + τ), τ/(1 + τ))."""
+    return jaxprobe.probes.Probe(lambda x: 0.5 * jnp.sum((x - shift) ** 2))
+
+
+def test_registry_round_trip():
+    assert registry.known_kernels()[:6] == ("mala", "rwmh", "hmc", "nuts", "chees", "smc")
+    assert jaxprobe.register_sampler is registry.register_sampler
+    registered = jaxprobe.register_sampler("renamed_mala", _Renamed)
+    try:
+        assert registered is _Renamed
+        assert "renamed_mala" in registry.known_kernels() and "renamed_mala" in jaxprobe.engine.known_samplers()
+        assert registry.sampler_class("renamed_mala") is _Renamed
+        kernel = registry.make_kernel("renamed_mala", {"target_acceptance_rate": 0.5})
+        assert isinstance(kernel, _Renamed) and kernel.target_acceptance_rate == 0.5
+        assert not registry.known_sampler_starts_at_target("renamed_mala")
+        with pytest.raises(ValueError, match="already registered"):
+            jaxprobe.register_sampler("renamed_mala", _Renamed)
+        jaxprobe.register_sampler("renamed_mala", _Renamed, replace=True)
+        # The configuration files read the same registry.
+        from jaxprobe.config import parse_config
+        config = parse_config('[data]\nname = "breast_cancer"\n[model]\nkind = "logistic_regression"\n'
+                              '[probe]\ntype = "prediction_risky"\nalpha = 0.5\n'
+                              '[sampler]\nname = "renamed_mala"\ntemperature = 0.1\n')
+        assert config.get("sampler.name") == "renamed_mala"
+    finally:
+        registry.unregister_sampler("renamed_mala")
+    assert "renamed_mala" not in registry.known_kernels()
+    with pytest.raises(ValueError, match="sampler must be one of 'mala'"):
+        registry.make_kernel("renamed_mala")
+
+
+def test_register_sampler_refuses_what_cannot_run():
+    with pytest.raises(ValueError, match="built-in sampler"):
+        jaxprobe.register_sampler("mala", MALA)
+    with pytest.raises(ValueError, match="kernel_class.name must be the registered name 'other'"):
+        jaxprobe.register_sampler("other", _Renamed)
+    with pytest.raises(ValueError, match="name must be a sampler name"):
+        jaxprobe.register_sampler("two words", _Renamed)
+
+    @dataclasses.dataclass
+    class Mutable(GradientKernel):  # not frozen
+        name: ClassVar[str] = "mutable"
+
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        jaxprobe.register_sampler("mutable", Mutable)
+
+    @dataclasses.dataclass(frozen=True)
+    class Undeclared(GradientKernel):
+        name: ClassVar[str] = "undeclared"
+        steps: int = 3  # not declared with an option helper
+
+    with pytest.raises(TypeError, match="Undeclared.steps must be declared with int_option"):
+        jaxprobe.register_sampler("undeclared", Undeclared)
+
+    @dataclasses.dataclass(frozen=True)
+    class NoStep:
+        name: ClassVar[str] = "nostep"
+
+    with pytest.raises(TypeError, match="does not implement the Kernel protocol"):
+        jaxprobe.register_sampler("nostep", NoStep)
+    assert not {"mutable", "undeclared", "nostep", "other"} & set(registry.known_kernels())
+
+
+def test_no_branching_on_sampler_names_outside_the_registry():
+    """Samplers are told apart by their kernel's members (uses_gradient, starts_at_target, adaptation, ...),
+    never by comparing names, anywhere in the package but the registry."""
+    names = "|".join(registry.known_kernels())
+    patterns = [
+        re.compile(r"\b(kernel|sampler|smc)\w*\.name\s*(==|!=)"),  # kernel.name == ...
+        re.compile(rf"(==|!=)\s*['\"]({names})['\"]"),  # ... == "chees"
+        re.compile(rf"['\"]({names})['\"]\s*(==|!=)"),
+        re.compile(r"cross_chain_warmup"),  # the old ChEES flag the engine branched on
+    ]
+    offending = []
+    for path in _sources():
+        if path.name == "registry.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if any(pattern.search(code) for pattern in patterns):
+                offending.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
+    assert not offending, "\n".join(offending)
