@@ -194,22 +194,33 @@ def _sweep_plot(config, result, out: str) -> None:
 
 
 def find_benchmarks(root: str | None = None) -> dict[str, str]:
-    """``{name: path}`` of the benchmark scripts ``benchmarks/*.py`` (in ``root``, the current folder,
-    or the source tree jaxprobe was installed from)."""
-    candidates = [root] if root else [os.getcwd(), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-    for base in candidates:
-        folder = os.path.join(base, "benchmarks")
-        scripts = sorted(glob.glob(os.path.join(folder, "*.py")))
-        if scripts:
-            return {os.path.splitext(os.path.basename(p))[0]: p for p in scripts if not
-                    os.path.basename(p).startswith("_")}
-    return {}
+    """``{name: path}`` of the benchmark scripts: jaxprobe's own (:mod:`jaxprobe.bench`, shipped with the package,
+    so ``jaxprobe bench`` works from an installed package), or with ``root`` the scripts ``root/benchmarks/*.py``
+    of another source tree."""
+    if root is None:
+        from jaxprobe.bench import scripts
+
+        return scripts()
+    scripts = sorted(glob.glob(os.path.join(root, "benchmarks", "*.py")))
+    return {os.path.splitext(os.path.basename(p))[0]: p for p in scripts if not os.path.basename(p).startswith("_")}
+
+
+def _bench_command(name: str, path: str, arguments: argparse.Namespace) -> tuple[list[str], str, str]:
+    """(command line, working folder, results folder) of one benchmark: a package script runs as
+    ``python -m jaxprobe.bench.NAME`` and records into :func:`jaxprobe.bench.results_dir`; a ``--root`` script runs
+    from its tree and records into ``ROOT/benchmarks/results``."""
+    if arguments.root is None:
+        from jaxprobe.bench import results_dir
+
+        return [sys.executable, "-m", f"jaxprobe.bench.{name}", *arguments.extra], os.getcwd(), results_dir()
+    root = os.path.dirname(os.path.dirname(path))
+    return [sys.executable, path, *arguments.extra], root, os.path.join(root, "benchmarks", "results")
 
 
 def _bench(arguments: argparse.Namespace) -> int:
     scripts = find_benchmarks(arguments.root)
     if not scripts:
-        print("no benchmarks/*.py found: run from the jaxprobe source tree or pass --root", file=sys.stderr)
+        print(f"no benchmarks/*.py found in {arguments.root}", file=sys.stderr)
         return EXIT_USAGE
     if arguments.list:
         for name, path in scripts.items():
@@ -225,18 +236,17 @@ def _bench(arguments: argparse.Namespace) -> int:
     # figures in benchmarks/results.
     scratch = None if arguments.record or arguments.show else tempfile.mkdtemp(prefix="jaxprobe-bench-")
     for name in names:
-        path = scripts[name]
-        root = os.path.dirname(os.path.dirname(path))
-        table = os.path.join(scratch or os.path.join(root, "benchmarks", "results"), f"{name}.md")
+        command, cwd, recorded = _bench_command(name, scripts[name], arguments)
+        table = os.path.join(scratch or recorded, f"{name}.md")
         if not arguments.show:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(
-                os.pathsep))
+            env = dict(os.environ)
+            if arguments.root is not None:
+                env["PYTHONPATH"] = os.pathsep.join([cwd, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
             if scratch is not None:
                 env["JAXPROBE_BENCH_RESULTS"] = scratch
-            _say(arguments, f"== running {name} ({path}) ==")
+            _say(arguments, f"== running {name} ({scripts[name]}) ==")
             tick = time.perf_counter()
-            completed = subprocess.run([sys.executable, path, *arguments.extra], cwd=root, env=env,
-                                       stdout=subprocess.DEVNULL if arguments.quiet else None)
+            completed = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL if arguments.quiet else None)
             _say(arguments, f"== {name}: exit {completed.returncode} after {time.perf_counter() - tick:.0f} s ==")
             if completed.returncode != 0:
                 status = EXIT_FAILED
@@ -249,7 +259,7 @@ def _bench(arguments: argparse.Namespace) -> int:
             if arguments.show:
                 status = EXIT_FAILED
     if scratch is not None:
-        _say(arguments, f"results in {scratch} (pass --record to write benchmarks/results)")
+        _say(arguments, f"results in {scratch} (pass --record to write the recorded results)")
     return status
 
 
@@ -300,11 +310,11 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--quiet", action="store_true", help="no message when the file is valid")
     validate.set_defaults(handler=_validate)
 
-    bench = commands.add_parser("bench", help="run the benchmarks in benchmarks/ and print their tables")
-    bench.add_argument("names", nargs="*", help="benchmarks to run (default: all of benchmarks/*.py)")
+    bench = commands.add_parser("bench", help="run the benchmarks (jaxprobe.bench) and print their tables")
+    bench.add_argument("names", nargs="*", help="benchmarks to run (default: all; --list names them)")
     bench.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     bench.add_argument("--show", action="store_true", help="print the stored tables without running")
-    bench.add_argument("--root", help="source tree holding benchmarks/ (default: here, or jaxprobe's source)")
+    bench.add_argument("--root", help="run the scripts ROOT/benchmarks/*.py of another tree instead of jaxprobe's own")
     bench.add_argument("--quiet", action="store_true", help="hide the benchmarks' own output")
     bench.add_argument("--record", action="store_true",
                        help="write results into benchmarks/results (the committed figures); default: a scratch "

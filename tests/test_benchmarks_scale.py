@@ -1,4 +1,4 @@
-"""The scale-out benchmarks run: ``benchmarks/gpu.py --cpu-tiny`` and ``benchmarks/compile.py --quick``.
+"""The scale-out benchmarks run: ``python -m jaxprobe.bench.gpu --cpu-tiny`` and ``jaxprobe.bench.compile --quick``.
 
 Each runs in a subprocess (they set JAX's global configuration and empty its caches) writing into a temporary
 folder through ``$JAXPROBE_BENCH_RESULTS``; the test checks that the JSON has every field and that its numbers
@@ -17,12 +17,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(script: str, arguments: list[str], out, timeout: int) -> dict:
-    env = dict(os.environ, JAXPROBE_BENCH_RESULTS=str(out),
-               PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    completed = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *arguments], cwd=ROOT,
+    name = os.path.splitext(script)[0]
+    env = dict(os.environ, JAXPROBE_BENCH_RESULTS=str(out))
+    completed = subprocess.run([sys.executable, "-m", f"jaxprobe.bench.{name}", *arguments], cwd=out,
                                env=env, capture_output=True, text=True, timeout=timeout)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    name = os.path.splitext(script)[0]
     assert (out / f"{name}.md").read_text().startswith("# ")
     return json.loads((out / f"{name}.json").read_text())
 

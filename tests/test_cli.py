@@ -102,9 +102,21 @@ def test_bench_discovers_runs_and_prints_tables(tmp_path, capsys):
     assert "old table" in capsys.readouterr().out
 
 
-def test_repository_benchmarks_are_found():
-    names = find_benchmarks(os.path.join(os.path.dirname(__file__), ".."))
-    assert {"throughput", "sweep"} <= set(names)
+def test_package_benchmarks_are_found_without_a_source_tree(tmp_path, monkeypatch):
+    """The benchmark scripts ship inside the package (jaxprobe.bench): found from any folder, and an installed
+    package (no source checkout) records into ./jaxprobe-bench-results."""
+    import jaxprobe.bench
+
+    monkeypatch.chdir(tmp_path)
+    names = find_benchmarks()
+    assert {"throughput", "sweep", "answer_speed", "gpu"} <= set(names)
+    package = os.path.dirname(os.path.abspath(jaxprobe.bench.__file__))
+    assert all(os.path.dirname(path) == package for path in names.values())
+    monkeypatch.delenv("JAXPROBE_BENCH_RESULTS", raising=False)
+    monkeypatch.setattr(jaxprobe.bench, "source_root", lambda: None)
+    assert jaxprobe.bench.results_dir() == str(tmp_path / "jaxprobe-bench-results")
+    monkeypatch.setenv("JAXPROBE_BENCH_RESULTS", str(tmp_path / "scratch"))
+    assert jaxprobe.bench.results_dir() == str(tmp_path / "scratch")
 
 
 def test_saved_network_matches_sklearn_predictions(tmp_path):

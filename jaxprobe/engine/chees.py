@@ -26,7 +26,7 @@ warmup, under the kernel's numerics policy (:mod:`jaxprobe.engine.numerics`):
   steps XLA folds the scan away and this is not ensured). This re-implementation is
   kept for that promise only; both modes adapt to the same values up to Monte-Carlo
   noise (``tests/engine/test_chees.py``, ``tests/engine/test_numerics.py``). Its price on CPU
-  (2 cores, the D = 30 MLP target of ``benchmarks/throughput.py``, 200 warmup steps,
+  (2 cores, the D = 30 MLP target of ``jaxprobe/bench/throughput.py``, 200 warmup steps,
   min of 6 alternated runs): 1.12x the fast mode's warmup time at C = 128 (0.065 s vs
   0.058 s) and 1.11x at C = 1024 (0.368 s vs 0.330 s).
 

@@ -1,4 +1,4 @@
-"""Figures for model extraction (jaxprobe.extract and benchmarks/extraction.py)."""
+"""Figures for model extraction (jaxprobe.extract and jaxprobe/bench/extraction.py)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ compiles (its extra time is reported as compile), then each seed's call is timed
 Target (issue): SMC reaches TV ≤ 0.05 for at most 20× the gradient evaluations of a ChEES run with the same
 C and N.
 
-Run: PYTHONPATH=. python benchmarks/smc.py [--quick [--record]] [--out DIR] [--seeds K]
+Run: python -m jaxprobe.bench.smc [--quick [--record]] [--out DIR] [--seeds K]
 Default: full sizes, writes benchmarks/results/smc.{json,md}; --quick writes to a scratch dir unless --record.
 """
 
@@ -46,6 +46,7 @@ import numpy as np
 from scipy.special import ndtr
 from scipy.stats import norm
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe import datasets, probes
 from jaxprobe._io import atomic_write
@@ -54,8 +55,7 @@ from jaxprobe.models import from_sklearn
 from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 FULL = {"chains": 1024, "samples": 200, "warmup": 200, "seeds": 3}
 QUICK = {"chains": 256, "samples": 50, "warmup": 50, "seeds": 1}
 SAMPLERS = ("smc", "chees", "mala")
@@ -245,7 +245,7 @@ def main(argv=None) -> dict:
                         "samplers": rows, "smc_cost_ratio": ratio,
                         "target_met": bool(rows["smc"]["tv_max"] <= TV_TARGET and ratio <= COST_TARGET)}
     result = {
-        "command": "PYTHONPATH=. python benchmarks/smc.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])
+        "command": "python -m jaxprobe.bench.smc" + (" " + " ".join(argv if argv is not None else sys.argv[1:])
                                                               if (argv if argv is not None else sys.argv[1:]) else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "

@@ -16,7 +16,7 @@ of each chain, no selection). Chain c starts instance i at its c-th nearest trai
 model puts in the target class, moved 70 % of the way to the instance (a nearest-neighbour start, as
 DiCE's own KD-tree initialisation), with an L1 localizer (r = 1) for sparse, close changes.
 
-Run: PYTHONPATH=. python benchmarks/counterfactuals.py [--dice-random-instances N] [--no-dice]
+Run: python -m jaxprobe.bench.counterfactuals [--dice-random-instances N] [--no-dice]
 Writes benchmarks/results/counterfactuals.{json,md}.
 """
 
@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe import datasets, probes
 from jaxprobe._io import atomic_write
@@ -44,8 +45,7 @@ NUM_INSTANCES, NUM_COUNTERFACTUALS = 20, 5
 REPEATS = 5  # jaxprobe's time is the median of 5 full runs (one 0.1 s run is at the mercy of the scheduler)
 LOCALIZER_WEIGHT, LOCALIZER_POWER, TEMPERATURE, NUM_WARMUP, START_FRACTION = 0.2, 1, 0.003, 50, 0.3
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 
 
 def metrics(counterfactuals: np.ndarray, anchors: np.ndarray, predict, targets: np.ndarray) -> dict:
@@ -180,7 +180,7 @@ def main() -> None:
     for name, row in rows.items():
         row["speedup_of_jaxprobe"] = row["time_s"] / ours["time_s"]
     report = {
-        "command": "PYTHONPATH=. python benchmarks/counterfactuals.py",
+        "command": "python -m jaxprobe.bench.counterfactuals",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
         "load_average_at_end": os.getloadavg(),

@@ -38,8 +38,8 @@ with the recorded sweep's sampler settings and the same synthetic set size, and 
 sets). Target (issue 17): synthetic / base accuracy ≥ 0.9 for digits gradient boosting with the correct prior
 (recorded RWMH: 0.57).
 
-Run: ``PYTHONPATH=. python benchmarks/tree_gibbs.py [--quick [--record]] [--out DIR] [--skip-sweep]``, or the same
-through ``benchmarks/reconstruction.py tree-gibbs [...]``.
+Run: ``python -m jaxprobe.bench.tree_gibbs [--quick [--record]] [--out DIR] [--skip-sweep]``, or the same
+through ``jaxprobe/bench/reconstruction.py tree-gibbs [...]``.
 Default: full sizes, writes ``benchmarks/results/tree_gibbs.{json,md}`` (or ``$JAXPROBE_BENCH_RESULTS``);
 ``--quick`` (small sizes) writes to a scratch folder unless ``--record``. The machine may be shared: the load
 average is recorded; compare the ratios, measured side by side.
@@ -66,15 +66,15 @@ from blackjax import diagnostics
 import jaxprobe
 from jaxprobe import reconstruct as R
 from jaxprobe._io import atomic_write
+from jaxprobe.bench import results_dir
 from jaxprobe.samplers import tree_gibbs
 from jaxprobe.models import from_sklearn
 from jaxprobe.reconstruct.posterior import reconstruction_question
 from jaxprobe.reconstruct.sweep import make_model, prepare_data, run_sweep, spearman_summary
 from jaxprobe.reconstruct.synthetic import synthetic_accuracy
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results")
+RESULTS = results_dir()
 FULL = {"chains": 64, "datasets": ("breast_cancer", "digits"), "joint": True,
         "rwmh": {"num_warmup": 1000, "samples": 400, "thin": 10},
         "tree_gibbs": {"num_warmup": 20, "samples": 100, "thin": 1},
@@ -251,7 +251,7 @@ def sweep_part(sizes: dict) -> dict:
     live = run_sweep("digits", model_kinds=("gradient_boosting",), train_fractions=fractions, prior_levels=levels,
                      sampler="rwmh", ridge=1e-2, verbose=True, **rwmh_settings)
     recorded_rwmh = {}
-    recorded = os.path.join(HERE, "results", "reconstruction.sweep.json")
+    recorded = os.path.join(results_dir(), "reconstruction.sweep.json")
     if os.path.exists(recorded):
         with open(recorded) as stream:
             records = json.load(stream)["results"].get("digits", {}).get("records", [])
@@ -379,10 +379,10 @@ def main(argv=None) -> dict:
     warnings.simplefilter("ignore", jaxprobe.ConvergenceWarning)  # short runs on purpose; the ESS says how they did
     arguments = argv if argv is not None else sys.argv[1:]
     result = {
-        # As launched: benchmarks/tree_gibbs.py, or benchmarks/reconstruction.py tree-gibbs (which calls main).
-        "command": ("PYTHONPATH=. python benchmarks/" + " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+        # As launched: jaxprobe/bench/tree_gibbs.py, or jaxprobe/bench/reconstruction.py tree-gibbs (which calls main).
+        "command": ("python -m jaxprobe.bench." + " ".join([os.path.splitext(os.path.basename(sys.argv[0]))[0]] + sys.argv[1:])
                     if sys.argv and sys.argv[0].endswith(".py") else
-                    "PYTHONPATH=. python benchmarks/tree_gibbs.py" + (" " + " ".join(arguments) if arguments else "")),
+                    "python -m jaxprobe.bench.tree_gibbs" + (" " + " ".join(arguments) if arguments else "")),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__, "quick": args.quick, "load_average_start": tuple(round(v, 1) for v in os.getloadavg()),

@@ -42,7 +42,7 @@ Then, for jaxprobe only (``--no-investigate`` skips it): every program compiled 
 JAX's explanation of the cache miss (``jax_explain_cache_misses``), and what a second call compiles when the
 seed, or the number of draws / warmup steps, changes.
 
-Run: PYTHONPATH=. python benchmarks/compile.py [--quick [--record]] [--out DIR] [--repetitions K]
+Run: python -m jaxprobe.bench.compile [--quick [--record]] [--out DIR] [--repetitions K]
                                                 [--samplers mala,nuts] [--targets gaussian,logistic]
 Default: full sizes, both targets, every sampler, 4 repetitions, writes benchmarks/results/compile.{json,md}
 (or ``$JAXPROBE_BENCH_RESULTS``); ``--quick`` (mala and rwmh on the Gaussian, tiny sizes, one repetition, no
@@ -73,6 +73,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import compiled_program_count
@@ -86,8 +87,7 @@ except (OSError, subprocess.SubprocessError):
 from jaxprobe.priors import StandardNormal
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 FULL = {"chains": 16, "warmup": 200, "samples": 200, "repetitions": 4}
 QUICK = {"chains": 8, "warmup": 20, "samples": 20, "repetitions": 1}
 QUICK_SAMPLERS = ("mala", "rwmh")
@@ -751,7 +751,7 @@ def main(argv=None) -> dict:
     except ImportError:
         default_mode = None
     result = {
-        "command": "PYTHONPATH=. python benchmarks/compile.py" + (" " + " ".join(argv) if argv else ""),
+        "command": "python -m jaxprobe.bench.compile" + (" " + " ".join(argv) if argv else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
                    f"{device.platform} ({getattr(device, 'device_kind', '?')})",

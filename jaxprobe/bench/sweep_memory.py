@@ -14,7 +14,7 @@ through a small launcher so the child does not inherit this process's peak):
 Targets: ``keep`` − ``no_samples`` ≤ 1.25 × the kept draws' bytes (cells × C × N × (d + 2) × 4: positions, log
 density and G(x)); ``no_samples`` within 200 MB of ``no_samples_small``.
 
-    PYTHONPATH=. python benchmarks/sweep_memory.py [--cells 256] [--chains 256] [--samples 200] [--warmup 100]
+    python -m jaxprobe.bench.sweep_memory [--cells 256] [--chains 256] [--samples 200] [--warmup 100]
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import resource
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+from jaxprobe.bench import results_dir
+
 
 MB = 1024.0 ** 2
 DIM = 10
@@ -70,10 +69,8 @@ def child_main(spec: dict) -> None:
 
 
 def run_child(spec: dict) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.dirname(HERE) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, os.path.abspath(__file__), "--child",
-                           json.dumps(spec)], env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "jaxprobe.bench.sweep_memory", "--child",
+                           json.dumps(spec)], capture_output=True, text=True, timeout=3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         raise RuntimeError(f"child {spec} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -87,13 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--chains", type=int, default=256)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--out", default=os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=results_dir())
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
         child_main(json.loads(args.child))
         return {}
-    import throughput  # machine and versions helpers, atomic writes
+    from jaxprobe.bench import throughput  # machine and versions helpers, atomic writes
 
     base = {"chains": args.chains, "samples": args.samples, "warmup": args.warmup}
     figures = {}

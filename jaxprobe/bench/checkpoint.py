@@ -10,8 +10,8 @@ CPU for 1.25 GB). Target: ≤ 1.1×.
 A checkpointed run flushes its mapped draws files at its end (msync, included in its time); the table also
 reports ``os.sync()`` right after each checkpointed run: what the kernel still had to write.
 
-    PYTHONPATH=. python benchmarks/checkpoint.py            # the full size, about 2 minutes on 2 cores
-    PYTHONPATH=. python benchmarks/checkpoint.py --quick    # 512 x 2000, into a scratch folder
+    python -m jaxprobe.bench.checkpoint            # the full size, about 2 minutes on 2 cores
+    python -m jaxprobe.bench.checkpoint --quick    # 512 x 2000, into a scratch folder
 
 Writes ``results/checkpoint.{json,md}`` (or ``$JAXPROBE_BENCH_RESULTS``; ``--quick`` to a scratch folder
 unless ``--record``).
@@ -32,12 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe._io import atomic_write
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 
 
 def standard_normal(x):
@@ -91,7 +91,7 @@ def main(argv=None) -> dict:
     paired = sorted(c / p for c, p in zip(checkpointed, plain))  # each repetition's pair ran back to back
     median_paired = paired[len(paired) // 2]
     result = {
-        "command": "PYTHONPATH=. python benchmarks/checkpoint.py" + (" --quick" if arguments.quick else ""),
+        "command": "python -m jaxprobe.bench.checkpoint" + (" --quick" if arguments.quick else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__, "num_chains": num_chains, "num_samples": num_samples, "dim": 3,

@@ -28,9 +28,9 @@ Sections
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/answer_speed.py            # full run (≤ 15 minutes on 2 idle cores)
-    PYTHONPATH=. python benchmarks/answer_speed.py --quick    # smoke run, about a minute, into a scratch folder
-    PYTHONPATH=. python benchmarks/answer_speed.py --chains 256,2048,16384,65536   # 65536 needs ~35 GB RAM
+    python -m jaxprobe.bench.answer_speed            # full run (≤ 15 minutes on 2 idle cores)
+    python -m jaxprobe.bench.answer_speed --quick    # smoke run, about a minute, into a scratch folder
+    python -m jaxprobe.bench.answer_speed --chains 256,2048,16384,65536   # 65536 needs ~35 GB RAM
 """
 
 from __future__ import annotations
@@ -51,18 +51,17 @@ import time
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from jaxprobe.bench import results_dir  # noqa: E402
 import jaxprobe  # noqa: E402
-import throughput  # noqa: E402  (timing protocol, machine and versions helpers)
+from jaxprobe.bench import throughput  # noqa: E402  (timing protocol, machine and versions helpers)
 from jaxprobe import engine  # noqa: E402
 from jaxprobe.engine import api, core, streaming  # noqa: E402
-from throughput import Candidate, log, median_paired_ratio, time_interleaved, write_atomically  # noqa: E402
+from jaxprobe.bench.throughput import Candidate, log, median_paired_ratio, time_interleaved, write_atomically  # noqa: E402
 
 # ------------------------------------------------------------------ configuration
 
@@ -167,23 +166,9 @@ PROGRESS = Progress(None, {})
 
 
 def make_target(dim: int = DIM, seed: int = 0) -> tuple[Callable, Callable]:
-    """``(probe, logdensity)`` of the d-input MLP probe (``throughput.make_target`` with a ``dim``):
-    weights N(0, 1/fan_in) from a seeded key, ``G = (f(x) − 0.5)²``, ``jaxprobe.gibbs(G, τ, N(0, I))``."""
-    keys = jax.random.split(jax.random.key(seed), 6)
-    params = {}
-    for i, (fan_in, fan_out) in enumerate([(dim, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, 1)]):
-        scale = 1.0 / math.sqrt(fan_in)
-        params[f"w{i}"] = jax.random.normal(keys[i], (fan_in, fan_out), jnp.float32) * scale
-        params[f"b{i}"] = jax.random.normal(keys[3 + i], (fan_out,), jnp.float32) * scale
-
-    def probe(x):
-        h = jnp.tanh(x @ params["w0"] + params["b0"])
-        h = jnp.tanh(h @ params["w1"] + params["b1"])
-        return jax.nn.sigmoid(h @ params["w2"] + params["b2"])[0]
-
-    def G(x):
-        return (probe(x) - 0.5) ** 2
-
+    """``(probe, logdensity)`` of the d-input MLP probe (:func:`jaxprobe.bench.throughput.mlp_probe`),
+    ``jaxprobe.gibbs(G, τ, N(0, I))``."""
+    _, probe, G = throughput.mlp_probe(dim, HIDDEN, seed)
     return probe, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
 
@@ -583,12 +568,9 @@ LAUNCHER = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    env = dict(os.environ)
-    root = os.path.dirname(HERE)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, os.path.abspath(__file__), "--child",
-                           json.dumps(spec)], env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "jaxprobe.bench.answer_speed",
+                           "--child", json.dumps(spec)], capture_output=True, text=True, timeout=3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         raise RuntimeError(f"memory child {spec} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -709,7 +691,7 @@ def keep_draws_section(config: Config) -> dict[str, Any]:
 def code_state() -> dict[str, Any]:
     """The jaxprobe code measured: git commit, files changed against it, and a hash of every ``jaxprobe/*.py``
     (taken at the start and the end of the run: the memory children import the code afresh)."""
-    root = os.path.dirname(HERE)
+    root = os.path.dirname(os.path.dirname(HERE))  # the folder holding the jaxprobe package
     digest = hashlib.sha256()
     for folder, _, files in sorted(os.walk(os.path.join(root, "jaxprobe"))):
         for name in sorted(files):
@@ -987,7 +969,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         config = dataclasses.replace(config, memory=False)
     # `jaxprobe bench` points JAXPROBE_BENCH_RESULTS at a scratch folder unless --record is given.
     out_dir = args.out or os.environ.get("JAXPROBE_BENCH_RESULTS") or (
-        tempfile.mkdtemp(prefix="answer_speed-quick-") if args.quick else os.path.join(HERE, "results"))
+        tempfile.mkdtemp(prefix="answer_speed-quick-") if args.quick else results_dir())
     results: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),

@@ -12,7 +12,7 @@ temperatures log-spaced in [1e-3, 1]; every cell has ``--chains`` chains.
 Both run in this one process, side by side; compile time is the sum of XLA backend compile durations
 (jax.monitoring events) during each part. Writes benchmarks/results/sweep.json and sweep.md.
 
-    PYTHONPATH=. python benchmarks/sweep.py [--cells 64] [--chains 256] [--warmup 100] [--samples 100]
+    python -m jaxprobe.bench.sweep [--cells 64] [--chains 256] [--warmup 100] [--samples 100]
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.demo import mlp_probability, train_mlp
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 
 
 class CompileClock:
@@ -117,7 +117,7 @@ def main(argv=None) -> dict:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{_cpu_name()} ({os.cpu_count()} cores), {jax.devices()[0].platform}",
         "versions": {"jax": jax.__version__, "python": sys.version.split()[0]},
-        "command": "PYTHONPATH=. python benchmarks/sweep.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m jaxprobe.bench.sweep " + " ".join(argv if argv is not None else sys.argv[1:]),
         "note": arguments.note,
         "cells": arguments.cells, "chains": arguments.chains, "warmup": arguments.warmup,
         "samples": arguments.samples,

@@ -10,15 +10,15 @@ Metropolis chains on the same all-classes target (:func:`jaxprobe.reconstruct.re
 
 A "sample" is one transition of one chain (one point per class). Times are measured side by side in one
 process after a compile-and-warm call with the same shapes (compile excluded); the best of ``--repeats``.
-Run: ``PYTHONPATH=. python benchmarks/reconstruction.py`` (writes benchmarks/results/reconstruction.{json,md}).
+Run: ``python -m jaxprobe.bench.reconstruction`` (writes benchmarks/results/reconstruction.{json,md}).
 
-``PYTHONPATH=. python benchmarks/reconstruction.py sweep`` runs the paper's real-data experiment in full
+``python -m jaxprobe.bench.reconstruction sweep`` runs the paper's real-data experiment in full
 (breast_cancer, wine, Default, digits × prior misspecification × model kind and training fraction;
 :func:`jaxprobe.reconstruct.sweep.run_sweep`) and writes benchmarks/results/reconstruction.sweep.{json,md}
 and one correlation figure per data set, reconstruction.sweep.<dataset>.png.
 
-``PYTHONPATH=. python benchmarks/reconstruction.py tree-gibbs [--quick] [--skip-sweep] ...`` runs the tree-ensemble
-comparison of issue 17 (``benchmarks/tree_gibbs.py``'s ``main`` with the remaining arguments): exact coordinate-wise
+``python -m jaxprobe.bench.reconstruction tree-gibbs [--quick] [--skip-sweep] ...`` runs the tree-ensemble
+comparison of issue 17 (``jaxprobe/bench/tree_gibbs.py``'s ``main`` with the remaining arguments): exact coordinate-wise
 Gibbs (``sampler="tree_gibbs"``) vs RWMH on breast_cancer and digits, ESS per second and per ensemble evaluation in
 one process, and the digits sweep with tree models; writes benchmarks/results/tree_gibbs.{json,md}.
 """
@@ -35,12 +35,12 @@ import time
 
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe import reconstruct as R
 from jaxprobe._io import atomic_write
 from jaxprobe.reconstruct.sweep import make_model, prepare_data
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _time_run(logdensity, start, steps, repeats):
@@ -59,7 +59,7 @@ def _meta(extra_note: str = "") -> dict:
     import jax
 
     return {
-        "command": "PYTHONPATH=. python benchmarks/reconstruction.py " + " ".join(sys.argv[1:]),
+        "command": "python -m jaxprobe.bench.reconstruction " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__,
@@ -89,7 +89,7 @@ def sweep_main(argv) -> None:
     parser.add_argument("--datasets", nargs="*", default=list(SWEEP_DATASETS))
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.2, 1.0])
     parser.add_argument("--chains", type=int, default=64)
-    parser.add_argument("--out", default=os.path.join(os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"),
+    parser.add_argument("--out", default=os.path.join(results_dir(),
                                                      "reconstruction.sweep"))
     parser.add_argument("--merge", nargs="*", default=[],
                         help="earlier sweep .json files whose data sets are kept (this run's override them)")
@@ -164,13 +164,10 @@ def _write_sweep(out, results, runs) -> None:
 
 
 def tree_gibbs_main(argv) -> dict:
-    """``tree-gibbs``: benchmarks/tree_gibbs.py's ``main`` (loaded from its file: one copy of the code)."""
-    import importlib.util
+    """``tree-gibbs``: :mod:`jaxprobe.bench.tree_gibbs`'s ``main`` (one copy of the code)."""
+    from jaxprobe.bench import tree_gibbs
 
-    spec = importlib.util.spec_from_file_location("jaxprobe_benchmark_tree_gibbs", os.path.join(HERE, "tree_gibbs.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(list(argv))
+    return tree_gibbs.main(list(argv))
 
 
 def main() -> None:
@@ -185,7 +182,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="transitions per timed run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=["logistic", "mlp"])
-    parser.add_argument("--out", default=os.path.join(os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"),
+    parser.add_argument("--out", default=os.path.join(results_dir(),
                                                      "reconstruction"))
     args = parser.parse_args()
 

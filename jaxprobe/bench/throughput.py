@@ -34,10 +34,10 @@ measured side by side in one loop.
 
 Usage::
 
-    PYTHONPATH=. python benchmarks/throughput.py            # full run, several minutes
-    PYTHONPATH=. python benchmarks/throughput.py --quick    # smoke run, small sizes
-    PYTHONPATH=. python benchmarks/throughput.py --out DIR  # write results elsewhere
-    PYTHONPATH=. python benchmarks/throughput.py --limit-only --chains 1024,8192 --repetitions 15
+    python -m jaxprobe.bench.throughput            # full run, several minutes
+    python -m jaxprobe.bench.throughput --quick    # smoke run, small sizes
+    python -m jaxprobe.bench.throughput --out DIR  # write results elsewhere
+    python -m jaxprobe.bench.throughput --limit-only --chains 1024,8192 --repetitions 15
         # section 1 alone with CPU-time ratios and diagnostics -> results/throughput.limit.{json,md}
 """
 
@@ -104,16 +104,13 @@ def log(message: str) -> None:
 # ------------------------------------------------------------------ the target
 
 
-def make_target(seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:
-    """Fixed random MLP weights, the probe output f(x) and the log density of one position.
-
-    Weights and biases are N(0, 1/fan_in) from a seeded key. Returns
-    ``(weights, probe, logdensity)``; ``probe`` and ``logdensity`` map one ``(D,)``
-    position to a scalar. The same ``logdensity`` object is used by every JAX
-    row, so that ``jaxprobe.sample`` reuses its compiled programs on a second call.
-    """
+def mlp_probe(dim: int = DIM, hidden: int = HIDDEN, seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:
+    """The benchmarks' one target model: a fixed random MLP ``dim → hidden → hidden → 1`` (tanh, sigmoid output),
+    weights and biases N(0, 1/fan_in) from a seeded key. Returns ``(weights, probe, G)``: ``probe`` maps one
+    ``(dim,)`` position to f(x), ``G = (f(x) − 0.5)²`` the prediction-risky probing loss (maximally unsure at
+    f(x) = 0.5). Used by ``throughput``, ``gpu`` and ``answer_speed``."""
     keys = jax.random.split(jax.random.key(seed), 6)
-    shapes = [(DIM, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, 1)]
+    shapes = [(dim, hidden), (hidden, hidden), (hidden, 1)]
     weights = {}
     for i, (fan_in, fan_out) in enumerate(shapes):
         scale = 1.0 / math.sqrt(fan_in)
@@ -126,11 +123,18 @@ def make_target(seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callabl
         h = jnp.tanh(h @ params["w1"] + params["b1"])
         return jax.nn.sigmoid(h @ params["w2"] + params["b2"])[0]
 
-    def G(x):  # prediction-risky probe: the model is maximally unsure at f(x) = 0.5
+    def G(x):
         return (probe(x) - 0.5) ** 2
 
-    logdensity = jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
-    return weights, probe, logdensity
+    return weights, probe, G
+
+
+def make_target(seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:
+    """``(weights, probe, logdensity)`` of :func:`mlp_probe` at d = ``DIM``, τ = ``TEMPERATURE``, N(0, I) prior.
+    The same ``logdensity`` object is used by every JAX row, so that ``jaxprobe.sample`` reuses its compiled
+    programs on a second call."""
+    weights, probe, G = mlp_probe(DIM, HIDDEN, seed)
+    return weights, probe, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
 
 def initial_positions(num_chains: int, seed: int = 1) -> jax.Array:
@@ -973,7 +977,7 @@ def numerics_table(results: dict[str, Any]) -> list[str]:
 
 def markdown_limit_only(results: dict[str, Any]) -> str:
     """Section 1 alone (``--limit-only``): the ratios to the limit and the diagnostic rows."""
-    lines = ["# jaxprobe MALA vs the limit (section 1 of benchmarks/throughput.py alone)", "",
+    lines = ["# jaxprobe MALA vs the limit (section 1 of jaxprobe/bench/throughput.py alone)", "",
              f"{results['date']} · {results['machine']['cpu_model']} ({results['machine']['cpu_count']} cores) · "
              f"jax {results['versions']['jax']}", "",
              load_banner(results), "",

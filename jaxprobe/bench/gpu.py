@@ -26,8 +26,8 @@ memory: caught, recorded, not fatal), a 64-cell × 4096-chain ``jaxprobe.sweep``
 outputs + temporaries) and the device's peak (``device.memory_stats()["peak_bytes_in_use"]``, None where the
 platform has no statistics, e.g. CPU).
 
-    PYTHONPATH=. python benchmarks/gpu.py               # the full run (below)
-    PYTHONPATH=. python benchmarks/gpu.py --cpu-tiny    # tiny sizes, under a minute on a CPU (the test runs it)
+    python -m jaxprobe.bench.gpu               # the full run (below)
+    python -m jaxprobe.bench.gpu --cpu-tiny    # tiny sizes, under a minute on a CPU (the test runs it)
 
 The full run has a 420 s budget for the table (rows past it are skipped and listed), then the largest-C search
 and the sweep: meant to end within 8 minutes on one GPU (not yet timed on one). Without an accelerator the full
@@ -56,6 +56,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe.bench import results_dir
+from jaxprobe.bench.throughput import mlp_probe
 import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.engine import core
@@ -67,8 +69,7 @@ except ImportError:  # an engine without the switch: its kernels' own arithmetic
     default_numerics = numerics_of = with_numerics = None
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 
 DIM, HIDDEN, TEMPERATURE, STEP_SIZE = 30, 64, 0.01, 0.05
 CHEES_LEAPFROG_STEPS = 10.0
@@ -110,23 +111,8 @@ def log(message: str) -> None:
 
 
 def make_target(seed: int = 0):
-    """Fixed random MLP weights; ``(probe, G, logdensity)`` of one ``(D,)`` position (as ``throughput.py``)."""
-    keys = jax.random.split(jax.random.key(seed), 6)
-    shapes = [(DIM, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, 1)]
-    params = {}
-    for i, (fan_in, fan_out) in enumerate(shapes):
-        scale = 1.0 / math.sqrt(fan_in)
-        params[f"w{i}"] = jax.random.normal(keys[i], (fan_in, fan_out), jnp.float32) * scale
-        params[f"b{i}"] = jax.random.normal(keys[3 + i], (fan_out,), jnp.float32) * scale
-
-    def probe(x):
-        h = jnp.tanh(x @ params["w0"] + params["b0"])
-        h = jnp.tanh(h @ params["w1"] + params["b1"])
-        return jax.nn.sigmoid(h @ params["w2"] + params["b2"])[0]
-
-    def G(x):
-        return (probe(x) - 0.5) ** 2
-
+    """``(probe, G, logdensity)`` of one ``(D,)`` position: :func:`jaxprobe.bench.throughput.mlp_probe` at d = ``DIM``."""
+    _, probe, G = mlp_probe(DIM, HIDDEN, seed)
     return probe, G, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
 
@@ -554,7 +540,7 @@ def main(argv=None) -> dict:
         log(f"sweep: {sweep['seconds']:.1f} s ({sweep['compile_seconds']:.1f} s compiling), "
             f"{sweep['chain_steps_per_second']:.3g} chain-steps/s")
     result = {
-        "command": "PYTHONPATH=. python benchmarks/gpu.py" + (" " + " ".join(argv) if argv else ""),
+        "command": "python -m jaxprobe.bench.gpu" + (" " + " ".join(argv) if argv else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": kind, "platform": device.platform, "device_count": jax.device_count(), "numerics": numerics,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}",

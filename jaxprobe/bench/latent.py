@@ -3,8 +3,8 @@
 Runs the four experiments of ``jaxprobe.latent.experiments`` on the committed checkpoints (VAE, LeNet5, MLP)
 and writes ``benchmarks/results/latent.json`` / ``latent.md`` and the PNG figures ``benchmarks/results/latent_*.png``.
 
-    PYTHONPATH=. python benchmarks/latent.py            # the reported run
-    PYTHONPATH=. python benchmarks/latent.py --scale 0.25   # a quick look
+    python -m jaxprobe.bench.latent            # the reported run
+    python -m jaxprobe.bench.latent --scale 0.25   # a quick look
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import time
 import jax
 import numpy as np
 
+from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe import latent
 from jaxprobe._io import atomic_write
 from jaxprobe.latent import data, experiments
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
-RESULTS = (os.environ.get("JAXPROBE_BENCH_RESULTS")
-           or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+RESULTS = results_dir()
 PAIRS = [(0, 1), (1, 7), (0, 8), (2, 5)]  # (CNN label, MLP label), Fig. 4 right
 
 
@@ -129,7 +129,7 @@ def main(argv=None):
                           "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
                           "note": args.note}
-    results["command"] = "PYTHONPATH=. python benchmarks/latent.py" + (f" --scale {args.scale:g}"
+    results["command"] = "python -m jaxprobe.bench.latent" + (f" --scale {args.scale:g}"
                                                                       if args.scale != 1 else "")
     atomic_write(os.path.join(RESULTS, "latent.json"), lambda s: s.write(json.dumps(results, indent=2) + "\n"),
                  binary=False)
@@ -162,7 +162,7 @@ def walk_only(step_size):
     models = list(latent.mnist_classifiers())
     results["walk"] = _walk(vae, models, test_images[test_labels == 3][0], results["settings"]["temperature"],
                             step_size)
-    results["walk"]["command"] = f"PYTHONPATH=. python benchmarks/latent.py --walk-only {step_size:g}"
+    results["walk"]["command"] = f"python -m jaxprobe.bench.latent --walk-only {step_size:g}"
     atomic_write(os.path.join(RESULTS, "latent.json"), lambda s: s.write(json.dumps(results, indent=2) + "\n"),
                  binary=False)
     atomic_write(os.path.join(RESULTS, "latent.md"), lambda s: s.write(_markdown(results)), binary=False)

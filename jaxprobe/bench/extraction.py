@@ -21,7 +21,7 @@ Part 2, Section 4 of the paper: students trained by jaxprobe.extract.distill fro
 gradient and SmoothGrad queries; test accuracy vs number of queries; unknown model class; Gaussian
 queries; the query ratio at equal accuracy.
 
-Run: PYTHONPATH=. python benchmarks/extraction.py [--quick] [--out benchmarks/results]
+Run: python -m jaxprobe.bench.extraction [--quick] [--out benchmarks/results]
 Partial reruns that keep the other parts of results/extraction.json: --only-h H (the ReLU rows of one h),
 --logits-only [--art-time-limit S] (part 1b), --only-cnn (the CNN rows of part 2, up to 1000 queries).
 """
@@ -37,9 +37,9 @@ import platform
 import sys
 import time
 
+from jaxprobe.bench import results_dir
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 REPEATS = 5          # timed repetitions of (a) and (b), median reported (the machine is shared)
 
 
@@ -577,7 +577,7 @@ def write_figures(result, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--out", default=os.environ.get("JAXPROBE_BENCH_RESULTS") or os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=results_dir())
     parser.add_argument("--skip-distill", action="store_true")
     parser.add_argument("--skip-relu", action="store_true")
     parser.add_argument("--only-cnn", action="store_true",
@@ -632,7 +632,7 @@ def main(argv=None):
 
     import jax
 
-    result = {"command": "PYTHONPATH=. python benchmarks/extraction.py" + (" --quick" if args.quick else ""),
+    result = {"command": "python -m jaxprobe.bench.extraction" + (" --quick" if args.quick else ""),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
                          f"Python {sys.version.split()[0]}, JAX {jax.__version__}",

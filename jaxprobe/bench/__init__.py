@@ -1,0 +1,39 @@
+"""The benchmark scripts, shipped with the package: ``jaxprobe bench NAME`` (or ``python -m jaxprobe.bench.NAME``)
+runs one from a source checkout or an installed package alike.
+
+Each script times what users call, side by side in one process, and writes ``NAME.json`` (every number, the
+machine, the versions) and ``NAME.md`` (the tables) into :func:`results_dir`. The recorded figures live in the
+source repository's ``benchmarks/results/`` (data, not code); ``benchmarks/README.md`` says what each measures.
+This is the top layer below the command line: the scripts use the package as users do, through ``import jaxprobe``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+__all__ = ["results_dir", "source_root", "scripts"]
+
+
+def source_root() -> pathlib.Path | None:
+    """The jaxprobe source checkout this package runs from (the folder holding ``benchmarks/results``), or None
+    for an installed package."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return root if (root / "benchmarks" / "results").is_dir() and (root / "jaxprobe").is_dir() else None
+
+
+def results_dir() -> str:
+    """Where a benchmark writes its results unless given ``--out``: ``$JAXPROBE_BENCH_RESULTS`` (``jaxprobe
+    bench`` points it at a scratch folder unless ``--record``), else the checkout's ``benchmarks/results``, else
+    ``./jaxprobe-bench-results`` (an installed package)."""
+    if os.environ.get("JAXPROBE_BENCH_RESULTS"):
+        return os.environ["JAXPROBE_BENCH_RESULTS"]
+    root = source_root()
+    return str(root / "benchmarks" / "results") if root is not None else os.path.join(os.getcwd(),
+                                                                                      "jaxprobe-bench-results")
+
+
+def scripts() -> dict[str, str]:
+    """``{name: path}`` of the benchmark scripts of this package (``jaxprobe bench --list``)."""
+    here = pathlib.Path(__file__).resolve().parent
+    return {path.stem: str(path) for path in sorted(here.glob("*.py")) if not path.name.startswith("_")}
