@@ -49,13 +49,13 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.extract.oracle import Oracle
@@ -130,15 +130,194 @@ def _sweep_points(num_points: int) -> np.ndarray:
     return np.concatenate([-tail[::-1], t, tail])
 
 
+class _Pool(NamedTuple):
+    """The interval pool of :func:`_resolve` and its counters, carried through its ``lax.while_loop`` rounds.
+
+    Capacity C: ta, tb, ga, gb (C,) the ends' t and values, grad_a, grad_b (C, d) their gradients,
+    is_open (C,) bool the intervals still to work on, done and kink (C,) the confirmed kinks, tries (C,)
+    the untrusted finite-difference gradients in a row; slots [num_used, C) are free.
+    """
+
+    ta: Array
+    tb: Array
+    ga: Array
+    gb: Array
+    grad_a: Array
+    grad_b: Array
+    is_open: Array
+    done: Array
+    kink: Array
+    tries: Array
+    num_used: Array
+    num_values: Array
+    num_gradients: Array
+    iteration: Array
+    overflow: Array
+    narrow: Array
+
+
+class _Round(NamedTuple):
+    """The intervals one round of :func:`_resolve` works on, gathered from the pool: ``active`` marks the
+    open ones, ``slope_a``/``slope_b`` are the slopes along v of the lines through their ends, and
+    ``theta_*`` their ends in θ = arctan t (the sweep's own scale, so that margins stay local on the wide
+    intervals at the ends of the line)."""
+
+    active: Array
+    ta: Array
+    tb: Array
+    ga: Array
+    gb: Array
+    grad_a: Array
+    grad_b: Array
+    tries: Array
+    slope_a: Array
+    slope_b: Array
+    theta_a: Array
+    theta_b: Array
+    theta_width: Array
+
+
+def _gather_round(pool: _Pool, selected: Array, v: Array) -> _Round:
+    """The ``selected`` intervals of the pool with their end lines' slopes along v and their ends in θ."""
+    ta, tb = pool.ta[selected], pool.tb[selected]
+    grad_a, grad_b = pool.grad_a[selected], pool.grad_b[selected]
+    theta_a, theta_b = jnp.arctan(ta), jnp.arctan(tb)
+    return _Round(active=pool.is_open[selected], ta=ta, tb=tb, ga=pool.ga[selected], gb=pool.gb[selected],
+                  grad_a=grad_a, grad_b=grad_b, tries=pool.tries[selected], slope_a=grad_a @ v,
+                  slope_b=grad_b @ v, theta_a=theta_a, theta_b=theta_b, theta_width=theta_b - theta_a)
+
+
+def _end_lines_crossing(intervals: _Round) -> tuple[Array, Array, Array]:
+    """Where the lines through the two ends of each interval cross (the kink, if it holds just one).
+
+    Returns (crossing, divisor, safe): ``divisor`` is the slopes' difference (1 where it is too small
+    to divide by, ``safe`` False there)."""
+    slope_a, slope_b = intervals.slope_a, intervals.slope_b
+    denominator = slope_a - slope_b
+    safe = jnp.abs(denominator) > 1e-13 * (jnp.abs(slope_a) + jnp.abs(slope_b)) + _TINY
+    divisor = jnp.where(safe, denominator, 1.0)
+    crossing = (intervals.gb - intervals.ga + slope_a * intervals.ta - slope_b * intervals.tb) / divisor
+    return crossing, divisor, safe
+
+
+def _confirm_lone_kinks(oracle: Oracle, u: Array, v: Array, intervals: _Round, crossing: Array, divisor: Array,
+                        safe: Array, probe: Array, value_tolerance: Array,
+                        finite_difference_step: float | None) -> tuple[Array, Array, Array, Array]:
+    """Value probes around each crossing that confirm a lone kink there (Section 3, change 2).
+
+    Returns (single: confirmed, inside: the crossing is trusted, refined: the kink located again from
+    the probes, the value queries spent)."""
+    theta_a, theta_b, theta_width = intervals.theta_a, intervals.theta_b, intervals.theta_width
+    slope_a, slope_b = intervals.slope_a, intervals.slope_b
+    batch = intervals.ta.shape[0]
+    theta_cross = jnp.arctan(crossing)
+    # a crossing within probe·width of an end is not trusted (rounding, or two kinks by the end)
+    inside = safe & (theta_cross > theta_a + probe * theta_width) & (theta_cross < theta_b - probe * theta_width)
+    # confirm a lone kink at the crossing: f must lie on the left line just before it and on the
+    # right line just after it (with two or more kinks one of the two is off by |Δslope|·δ)
+    before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
+    after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
+    # and halfway between each end and the crossing: when two kinks bend oppositely their outer lines
+    # cross outside them, where f sits on both lines; the far probe then lies off its line by
+    # |Δslope| times half the interval, not by |Δslope|·δ (the tolerance that noisy finite-difference
+    # slopes need would let the near probes pass)
+    # With finite differences (looser tolerance) a ladder of probes at 10^-k of the way to each end:
+    # two kinks k1 < k2 whose outer lines cross at c < k1 leave f off the right line by up to
+    # |Δslope_2|·(k2 − k1) near k1, and one rung lands within a factor 10 of that
+    fractions = jnp.asarray([0.5] if finite_difference_step is None else [0.5, 0.2, 1e-1, 1e-2, 1e-3, 1e-4],
+                            intervals.ta.dtype)
+    lefts = jnp.tan(theta_cross[None] - fractions[:, None] * (theta_cross - theta_a)[None])    # (k, batch)
+    rights = jnp.tan(theta_cross[None] + fractions[:, None] * (theta_b - theta_cross)[None])
+    check = intervals.active & inside
+    num_rungs = fractions.shape[0]
+    where = jnp.concatenate([before, after, lefts.ravel(), rights.ravel()])
+    probes, num_values = oracle._masked_values(u + where[:, None] * v, jnp.tile(check, 2 + 2 * num_rungs))
+    value_before, value_after = probes[:batch], probes[batch:2 * batch]
+    value_lefts = probes[2 * batch:(2 + num_rungs) * batch].reshape(num_rungs, batch)
+    value_rights = probes[(2 + num_rungs) * batch:].reshape(num_rungs, batch)
+    # allowed: the rounding of f (1e-12 of it) plus the slopes' error (value_tolerance of them, 1e-12
+    # for exact gradients, more for finite differences) times the interval's width
+    width = intervals.tb - intervals.ta
+    allowed = (1e-12 * (jnp.abs(intervals.ga) + jnp.abs(intervals.gb))
+               + value_tolerance * (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY)
+
+    def on_line(value, t, t_end, value_end, slope):
+        return jnp.abs(value - (value_end + slope * (t - t_end))) <= allowed
+
+    on_left = on_line(value_before, before, intervals.ta, intervals.ga, slope_a) & jnp.all(
+        on_line(value_lefts, lefts, intervals.ta, intervals.ga, slope_a), axis=0)
+    on_right = on_line(value_after, after, intervals.tb, intervals.gb, slope_b) & jnp.all(
+        on_line(value_rights, rights, intervals.tb, intervals.gb, slope_b), axis=0)
+    single = check & on_left & on_right
+    # the kink again from the two probes, which sit probe·width/2 from it: the lines' slope errors
+    # (finite differences) then move it by far less than from the interval's ends
+    refined = (value_after - value_before + slope_a * before - slope_b * after) / divisor
+    return single, inside, refined, num_values
+
+
+def _split_points(intervals: _Round, crossing: Array, inside: Array, u: Array, v: Array,
+                  finite_difference_step: float | None) -> tuple[Array, Array, Array]:
+    """Where each interval without a confirmed kink is split: (t, x(t), the finite-difference step scale).
+
+    At the crossing (between the outer kinks when they bend alike) or the midpoint (in θ = arctan t, so
+    that the wide end intervals shrink fast); after an untrusted finite-difference gradient (a kink
+    within its step), at other fractions."""
+    dtype = intervals.ta.dtype
+    tries = intervals.tries
+    fraction = jnp.asarray([0.5, 0.31, 0.69, 0.43, 0.57], dtype)[tries % 5]
+    query = jnp.where(inside & (tries == 0), crossing, jnp.tan(intervals.theta_a + fraction * intervals.theta_width))
+    x = u[None, :] + query[:, None] * v[None, :]
+    # finite differences: a step well inside the interval (in x, the step is ≤ 5% of the distance
+    # along the line to either end), so that kinks close together on the line stay out of it
+    room = jnp.minimum(query - intervals.ta, intervals.tb - query) * jnp.linalg.norm(v)
+    base = (finite_difference_step or 1.0) * jnp.maximum(1.0, jnp.max(jnp.abs(x), axis=1))
+    # (and a tenth of it after each untrusted try, against kinks near in another direction)
+    step_scale = jnp.clip(0.05 * room / base, 1e-4, 1.0) * 0.1 ** jnp.minimum(tries, 3).astype(dtype)
+    return query, x, step_scale
+
+
+def _update_selected(pool: _Pool, selected: Array, intervals: _Round, split: Array, single: Array,
+                     retried: Array, query: Array, values: Array, gradients: Array, refined: Array,
+                     left_open: Array) -> _Pool:
+    """In place: the left children [ta, query] of the split intervals, the resolved ones closed with
+    their kink, a retried one left open with one more try."""
+    return pool._replace(
+        tb=pool.tb.at[selected].set(jnp.where(split, query, intervals.tb)),
+        gb=pool.gb.at[selected].set(jnp.where(split, values, intervals.gb)),
+        grad_b=pool.grad_b.at[selected].set(jnp.where(split[:, None], gradients, intervals.grad_b)),
+        is_open=pool.is_open.at[selected].set(jnp.where(split, left_open, intervals.active & ~single)),
+        done=pool.done.at[selected].set(pool.done[selected] | single),
+        kink=pool.kink.at[selected].set(jnp.where(single, refined, pool.kink[selected])),
+        tries=pool.tries.at[selected].set(jnp.where(retried, intervals.tries + 1,
+                                                    jnp.where(split, 0, intervals.tries))))
+
+
+def _append_right_children(pool: _Pool, intervals: _Round, split: Array, query: Array, values: Array,
+                           gradients: Array, right_open: Array) -> _Pool:
+    """The right children [query, tb] of the split intervals in fresh slots from ``num_used`` on (after
+    the in-place update: a selected free slot may be one of them); slots past the capacity are dropped."""
+    target = jnp.where(split, pool.num_used + jnp.cumsum(split) - 1, pool.ta.shape[0])
+    return pool._replace(
+        ta=pool.ta.at[target].set(query, mode="drop"),
+        tb=pool.tb.at[target].set(intervals.tb, mode="drop"),
+        ga=pool.ga.at[target].set(values, mode="drop"),
+        gb=pool.gb.at[target].set(intervals.gb, mode="drop"),
+        grad_a=pool.grad_a.at[target].set(gradients, mode="drop"),
+        grad_b=pool.grad_b.at[target].set(intervals.grad_b, mode="drop"),
+        is_open=pool.is_open.at[target].set(right_open, mode="drop"),
+        done=pool.done.at[target].set(False, mode="drop"),
+        tries=pool.tries.at[target].set(0, mode="drop"))
+
+
 @jit_bounded(static_argnames=("oracle", "max_iterations", "finite_difference_step"))
 def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_used, gradient_scale,
              gradient_tolerance, value_tolerance, probe, min_width, *, max_iterations: int,
-             finite_difference_step: float | None):
+             finite_difference_step: float | None) -> _Pool:
     """Split every bracketing interval of the pool until each holds one confirmed kink.
 
     Pool of capacity C: ta, tb, ga, gb (C,), grad_a, grad_b (C, d), is_open (C,) bool; slots
     [num_used, C) are free. Returns the pool, the confirmed kinks (C,) with their flags, the query
-    counts, the iterations run and the overflow / too-narrow flags.
+    counts, the iterations run and the overflow / too-narrow flags (a :class:`_Pool`).
     """
     capacity = ta.shape[0]
     dtype = ta.dtype
@@ -146,119 +325,48 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     def changed(left, right):
         return jnp.linalg.norm(right - left, axis=-1) > gradient_tolerance * gradient_scale
 
-    def body(state, batch):
-        (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, tries, num_used, num_values, num_gradients,
-         iteration, overflow, narrow) = state
+    def body(pool: _Pool, batch: int) -> _Pool:
         # one round works on `batch` intervals, open ones first (the others wait for the next round);
         # the oracle runs the victim on the live rows of a query only (gathered into a smaller buffer)
-        selected = jnp.argsort(~is_open, stable=True)[:batch]
-        active = is_open[selected]
-        s_ta, s_tb, s_ga, s_gb = ta[selected], tb[selected], ga[selected], gb[selected]
-        s_grad_a, s_grad_b, s_tries = grad_a[selected], grad_b[selected], tries[selected]
-        slope_a, slope_b = s_grad_a @ v, s_grad_b @ v
-        denominator = slope_a - slope_b
-        safe = jnp.abs(denominator) > 1e-13 * (jnp.abs(slope_a) + jnp.abs(slope_b)) + _TINY
-        crossing = (s_gb - s_ga + slope_a * s_ta - slope_b * s_tb) / jnp.where(safe, denominator, 1.0)
-        width = s_tb - s_ta
-        # positions are compared in θ = arctan t, the sweep's own scale, so that the margins below stay
-        # local on the wide intervals at the ends of the line
-        theta_a, theta_b, theta_cross = jnp.arctan(s_ta), jnp.arctan(s_tb), jnp.arctan(crossing)
-        theta_width = theta_b - theta_a
-        # a crossing within probe·width of an end is not trusted (rounding, or two kinks by the end)
-        inside = safe & (theta_cross > theta_a + probe * theta_width) & (theta_cross < theta_b - probe * theta_width)
-        # confirm a lone kink at the crossing: f must lie on the left line just before it and on the
-        # right line just after it (with two or more kinks one of the two is off by |Δslope|·δ)
-        before = jnp.tan(theta_cross - 0.5 * probe * theta_width)
-        after = jnp.tan(theta_cross + 0.5 * probe * theta_width)
-        # and halfway between each end and the crossing: when two kinks bend oppositely their outer lines
-        # cross outside them, where f sits on both lines; the far probe then lies off its line by
-        # |Δslope| times half the interval, not by |Δslope|·δ (the tolerance that noisy finite-difference
-        # slopes need would let the near probes pass)
-        # With finite differences (looser tolerance) a ladder of probes at 10^-k of the way to each end:
-        # two kinks k1 < k2 whose outer lines cross at c < k1 leave f off the right line by up to
-        # |Δslope_2|·(k2 − k1) near k1, and one rung lands within a factor 10 of that
-        fractions = jnp.asarray([0.5] if finite_difference_step is None else [0.5, 0.2, 1e-1, 1e-2, 1e-3, 1e-4], dtype)
-        lefts = jnp.tan(theta_cross[None] - fractions[:, None] * (theta_cross - theta_a)[None])    # (k, batch)
-        rights = jnp.tan(theta_cross[None] + fractions[:, None] * (theta_b - theta_cross)[None])
-        check = active & inside
-        num_rungs = fractions.shape[0]
-        where = jnp.concatenate([before, after, lefts.ravel(), rights.ravel()])
-        probes, nv_probes = oracle._masked_values(u + where[:, None] * v, jnp.tile(check, 2 + 2 * num_rungs))
-        value_before, value_after = probes[:batch], probes[batch:2 * batch]
-        value_lefts = probes[2 * batch:(2 + num_rungs) * batch].reshape(num_rungs, batch)
-        value_rights = probes[(2 + num_rungs) * batch:].reshape(num_rungs, batch)
-        # allowed: the rounding of f (1e-12 of it) plus the slopes' error (value_tolerance of them, 1e-12
-        # for exact gradients, more for finite differences) times the interval's width
-        allowed = 1e-12 * (jnp.abs(s_ga) + jnp.abs(s_gb)) + value_tolerance * (jnp.abs(slope_a) + jnp.abs(slope_b)) * width + _TINY
-
-        def on_line(value, t, t_end, value_end, slope):
-            return jnp.abs(value - (value_end + slope * (t - t_end))) <= allowed
-
-        on_left = on_line(value_before, before, s_ta, s_ga, slope_a) & jnp.all(
-            on_line(value_lefts, lefts, s_ta, s_ga, slope_a), axis=0)
-        on_right = on_line(value_after, after, s_tb, s_gb, slope_b) & jnp.all(
-            on_line(value_rights, rights, s_tb, s_gb, slope_b), axis=0)
-        single = check & on_left & on_right
-        queried = active & ~single
-        # otherwise split at the crossing (between the outer kinks when they bend alike) or the midpoint
-        # (the midpoint in θ = arctan t, the sweep's own scale, so that the wide end intervals shrink fast);
-        # after an untrusted finite-difference gradient (a kink within its step), at other fractions
-        fraction = jnp.asarray([0.5, 0.31, 0.69, 0.43, 0.57], dtype)[s_tries % 5]
-        query = jnp.where(inside & (s_tries == 0), crossing, jnp.tan(theta_a + fraction * theta_width))
-        x = u[None, :] + query[:, None] * v[None, :]
-        # finite differences: a step well inside the interval (in x, the step is ≤ 5% of the distance
-        # along the line to either end), so that kinks close together on the line stay out of it
-        room = jnp.minimum(query - s_ta, s_tb - query) * jnp.linalg.norm(v)
-        base = (finite_difference_step or 1.0) * jnp.maximum(1.0, jnp.max(jnp.abs(x), axis=1))
-        # (and a tenth of it after each untrusted try, against kinks near in another direction)
-        step_scale = jnp.clip(0.05 * room / base, 1e-4, 1.0) * 0.1 ** jnp.minimum(s_tries, 3).astype(dtype)
+        selected = jnp.argsort(~pool.is_open, stable=True)[:batch]
+        intervals = _gather_round(pool, selected, v)
+        crossing, divisor, safe = _end_lines_crossing(intervals)
+        single, inside, refined, nv_probes = _confirm_lone_kinks(oracle, u, v, intervals, crossing, divisor, safe,
+                                                                 probe, value_tolerance, finite_difference_step)
+        queried = intervals.active & ~single
+        # otherwise split the interval (a gradient query inside it)
+        query, x, step_scale = _split_points(intervals, crossing, inside, u, v, finite_difference_step)
         values, gradients, trusted, nv_split, ng = oracle._masked_values_and_gradients(
             x, queried, finite_difference_step, step_scale)
         split = queried & trusted
         retried = queried & ~trusted                        # stays open, queried elsewhere next round
-        nv = nv_probes + nv_split
-        narrow = narrow | jnp.any(split & (width < min_width * (1.0 + jnp.abs(s_ta) + jnp.abs(s_tb))))
+        width, scale = intervals.tb - intervals.ta, 1.0 + jnp.abs(intervals.ta) + jnp.abs(intervals.tb)
+        narrow = pool.narrow | jnp.any(split & (width < min_width * scale))
         num_new = jnp.sum(split).astype(jnp.int32)
-        overflow = overflow | (num_used + num_new > capacity)
-        # the kink again from the two probes, which sit probe·width/2 from it: the lines' slope errors
-        # (finite differences) then move it by far less than from the interval's ends
-        refined = (value_after - value_before + slope_a * before - slope_b * after) / jnp.where(safe, denominator, 1.0)
-        # in place: left children [ta, query] of split intervals, resolved ones closed with their kink
-        tb = tb.at[selected].set(jnp.where(split, query, s_tb))
-        gb = gb.at[selected].set(jnp.where(split, values, s_gb))
-        grad_b = grad_b.at[selected].set(jnp.where(split[:, None], gradients, s_grad_b))
-        is_open = is_open.at[selected].set(jnp.where(split, changed(s_grad_a, gradients), active & ~single))
-        done = done.at[selected].set(done[selected] | single)
-        kink = kink.at[selected].set(jnp.where(single, refined, kink[selected]))
-        tries = tries.at[selected].set(jnp.where(retried, s_tries + 1, jnp.where(split, 0, s_tries)))
-        # then the right children [query, tb] in fresh slots (after: a selected free slot may be one)
-        target = jnp.where(split, num_used + jnp.cumsum(split) - 1, capacity)
-        ta = ta.at[target].set(query, mode="drop")
-        tb = tb.at[target].set(s_tb, mode="drop")
-        ga = ga.at[target].set(values, mode="drop")
-        gb = gb.at[target].set(s_gb, mode="drop")
-        grad_a = grad_a.at[target].set(gradients, mode="drop")
-        grad_b = grad_b.at[target].set(s_grad_b, mode="drop")
-        is_open = is_open.at[target].set(changed(gradients, s_grad_b), mode="drop")
-        done = done.at[target].set(False, mode="drop")
-        tries = tries.at[target].set(0, mode="drop")
-        return (ta, tb, ga, gb, grad_a, grad_b, is_open, done, kink, tries, num_used + num_new, num_values + nv,
-                num_gradients + ng, iteration + 1, overflow, narrow)
+        overflow = pool.overflow | (pool.num_used + num_new > capacity)
+        pool = _update_selected(pool, selected, intervals, split, single, retried, query, values, gradients,
+                                refined, changed(intervals.grad_a, gradients))
+        pool = _append_right_children(pool, intervals, split, query, values, gradients,
+                                      changed(gradients, intervals.grad_b))
+        return pool._replace(num_used=pool.num_used + num_new, num_values=pool.num_values + (nv_probes + nv_split),
+                             num_gradients=pool.num_gradients + ng, iteration=pool.iteration + 1,
+                             overflow=overflow, narrow=narrow)
 
-    def cond(state, batch_below):
-        (_, _, _, _, _, _, is_open, _, _, _, _, _, _, iteration, overflow, narrow) = state
-        running = jnp.any(is_open) & (iteration < max_iterations) & ~overflow & ~narrow
+    def cond(pool: _Pool, batch_below: int) -> Array:
+        running = jnp.any(pool.is_open) & (pool.iteration < max_iterations) & ~pool.overflow & ~pool.narrow
         # the first loop hands over to the narrower one once the open intervals fit in it
-        return running & (jnp.sum(is_open) > batch_below)
+        return running & (jnp.sum(pool.is_open) > batch_below)
 
     zero = jnp.zeros((), jnp.int32)
-    state = (ta, tb, ga, gb, grad_a, grad_b, is_open, jnp.zeros(capacity, bool), jnp.zeros(capacity, dtype),
-             jnp.zeros(capacity, jnp.int32), num_used, zero, zero, zero, jnp.zeros((), bool), jnp.zeros((), bool))
+    pool = _Pool(ta, tb, ga, gb, grad_a, grad_b, is_open, done=jnp.zeros(capacity, bool),
+                 kink=jnp.zeros(capacity, dtype), tries=jnp.zeros(capacity, jnp.int32), num_used=num_used,
+                 num_values=zero, num_gradients=zero, iteration=zero, overflow=jnp.zeros((), bool),
+                 narrow=jnp.zeros((), bool))
     # rounds on a quarter of the pool while many intervals are open, then on a thirty-second of it:
     # the victim is evaluated on roughly as many rows as there are intervals to work on
     wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
-    state = jax.lax.while_loop(lambda s: cond(s, narrow_batch), lambda s: body(s, wide), state)
-    return jax.lax.while_loop(lambda s: cond(s, 0), lambda s: body(s, narrow_batch), state)
+    pool = jax.lax.while_loop(lambda p: cond(p, narrow_batch), lambda p: body(p, wide), pool)
+    return jax.lax.while_loop(lambda p: cond(p, 0), lambda p: body(p, narrow_batch), pool)
 
 
 @jax.jit
@@ -303,14 +411,11 @@ def _capacity(n: int) -> int:
     return int(2 ** int(np.ceil(np.log2(max(n, 16)))))
 
 
-def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hint: int, hidden_dim: int | None,
-             finite_difference_step: float | None, gradient_tolerance: float, value_tolerance: float, probe: float,
-             check_tolerance: float, num_check_queries: int, max_iterations: int):
-    """One try on one random line. Returns (RecoveredReLU fields, None) or (None, reason)."""
-    d = oracle.input_dim
-    key_line, key_check = jax.random.split(rng_key)
-    uv = np.asarray(jax.random.normal(key_line, (2, d), jnp.float64))
-    u, v = uv[0], uv[1]
+def _sweep_line(oracle: Oracle, u: np.ndarray, v: np.ndarray, num_sweep_points: int,
+                finite_difference_step: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """t, x(t) = u + t·v, values and gradients (float64) at the sweep points of the line (Section 3, change 1).
+
+    With finite differences a sweep point whose gradient fails its check is left out."""
     t = _sweep_points(num_sweep_points)
     x = u[None, :] + t[:, None] * v[None, :]
     if finite_difference_step is None:
@@ -322,8 +427,16 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
         # a sweep point with a kink within its step has a wrong gradient: left out (its neighbours bracket)
         trusted = np.asarray(trusted)
         t, x, values, gradients = t[trusted], x[trusted], np.asarray(values)[trusted], np.asarray(gradients)[trusted]
-    values, gradients = np.asarray(values, np.float64), np.asarray(gradients, np.float64)
-    gradient_scale = float(np.max(np.linalg.norm(gradients, axis=1))) + _TINY
+    return t, x, np.asarray(values, np.float64), np.asarray(gradients, np.float64)
+
+
+def _resolve_brackets(oracle: Oracle, u: np.ndarray, v: np.ndarray, t: np.ndarray, values: np.ndarray,
+                      gradients: np.ndarray, gradient_scale: float, capacity_hint: int, gradient_tolerance: float,
+                      value_tolerance: float, probe: float, max_iterations: int,
+                      finite_difference_step: float | None) -> tuple[_Pool, int, int]:
+    """Pool the sweep intervals whose end gradients differ and split them down to one kink each (:func:`_resolve`).
+
+    Returns the final pool (NumPy), its capacity and the number of brackets; the queries are recorded."""
     jumps = np.linalg.norm(np.diff(gradients, axis=0), axis=1) > gradient_tolerance * gradient_scale
     brackets = np.flatnonzero(jumps)
     num_brackets = brackets.size
@@ -341,39 +454,55 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
                      pad(gradients[brackets + 1]), jnp.asarray(is_open), jnp.asarray(num_brackets, jnp.int32),
                      gradient_scale, gradient_tolerance, value_tolerance, probe, 1e-12,
                      max_iterations=max_iterations, finite_difference_step=finite_difference_step)
-    (ta, tb, ga, gb, grad_a, grad_b, still_open, done, kink, _, num_used, num_values, num_gradients, iterations,
-     overflow, narrow) = jax.device_get(state)
-    oracle._record(num_values, num_gradients)
-    info = {"sweep_points": int(num_sweep_points), "sweep_points_used": int(t.size), "brackets": int(num_brackets), "iterations": int(iterations)}
-    if overflow:
-        return None, f"interval pool of {capacity} overflowed ({num_brackets} brackets from {num_sweep_points} " \
-                     "sweep points): more units than expected", info
-    if narrow:
-        return None, "two kinks closer than the resolution (an interval narrower than 1e-12 still held " \
-                     "several)", info
-    if np.any(still_open):
-        return None, f"{int(np.sum(still_open))} intervals unresolved after {max_iterations} iterations", info
+    pool = jax.device_get(state)
+    oracle._record(pool.num_values, pool.num_gradients)
+    return pool, capacity, num_brackets
 
-    jump = (grad_b - grad_a)[done]
-    kink = kink[done]
+
+def _pool_failure(pool: _Pool, capacity: int, num_brackets: int, num_sweep_points: int,
+                  max_iterations: int) -> str | None:
+    """Why the interval pool did not resolve every bracket (overflow, too narrow, out of rounds), or None."""
+    if pool.overflow:
+        return f"interval pool of {capacity} overflowed ({num_brackets} brackets from {num_sweep_points} " \
+               "sweep points): more units than expected"
+    if pool.narrow:
+        return "two kinks closer than the resolution (an interval narrower than 1e-12 still held several)"
+    if np.any(pool.is_open):
+        return f"{int(np.sum(pool.is_open))} intervals unresolved after {max_iterations} iterations"
+    return None
+
+
+def _oriented_units(pool: _Pool, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The units of the confirmed kinks: (κ_i, Z_i oriented so that z_i grows along +v, β_i = −Z_i·x(t_i))."""
+    jump = (pool.grad_b - pool.grad_a)[pool.done]
+    kink = pool.kink[pool.done]
     orientation = np.sign(jump @ v)                             # κ_i: z_i grows along +v
     normals = jump * orientation[:, None]                       # Z_i, oriented
     offsets = -(normals @ u + kink * (normals @ v))             # β_i = −Z_i·x(t_i)
-    h = normals.shape[0]
-    if hidden_dim is not None and h > hidden_dim:
-        return None, f"found {h} kinks on the line, more than hidden_dim={hidden_dim}", info
+    return orientation, normals, offsets
 
-    # the affine remainder r(x) = f(x) − Σ κ_i ReLU(−z_i(x)), from the sweep point nearest u
+
+def _affine_remainder(t: np.ndarray, x: np.ndarray, values: np.ndarray, gradients: np.ndarray,
+                      orientation: np.ndarray, normals: np.ndarray,
+                      offsets: np.ndarray) -> tuple[np.ndarray, float]:
+    """(ℓ, m) of the affine remainder r(x) = f(x) − Σ κ_i ReLU(−z_i(x)) = ℓ·x + m, from the sweep point nearest u."""
     center = int(np.argmin(np.abs(t)))
     x0 = x[center]
     pre = normals @ x0 + offsets
     linear = gradients[center] + (orientation * (pre < 0)) @ normals
     intercept = values[center] - linear @ x0 - orientation @ np.maximum(-pre, 0.0)
+    return linear, intercept
 
+
+def _as_network(orientation: np.ndarray, normals: np.ndarray, offsets: np.ndarray, linear: np.ndarray,
+                intercept: float, gradient_scale: float) -> tuple[dict, bool]:
+    """f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m as unit-norm units, ℓ folded into them when Zᵀ q = ℓ has q_i ∈ {0, κ_i}.
+
+    Returns the RecoveredReLU fields and whether ℓ was folded (Section 3, change 3)."""
+    h, d = normals.shape
     norms = np.linalg.norm(normals, axis=1)
     weights, biases = normals / norms[:, None], offsets / norms
     output_weights = orientation * norms
-    # f̂ = Σ κ_i ReLU(−z_i) + ℓ·x + m; fold ℓ into the units when Z^T q = ℓ has q_i ∈ {0, κ_i}
     folded = False
     if 0 < h <= d:
         # h of the d equations, else the normal equations (a least-squares SVD of the d × h system costs
@@ -395,14 +524,45 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
             folded = True
     if not folded:
         weights, biases = -weights, -biases                    # units are ReLU(−z_i)
-    recovered = dict(weights=weights, biases=biases, output_weights=output_weights,
-                     output_bias=float(intercept), linear=linear)
-    info["folded"] = folded
+    return dict(weights=weights, biases=biases, output_weights=output_weights, output_bias=float(intercept),
+                linear=linear), folded
 
-    # honest check on fresh random inputs at several scales (kinks far out on the line are near 0 too)
-    check = _gaussian_rows(key_check, num_check_queries, d)
+
+def _check_error(oracle: Oracle, rng_key: Array, recovered: dict, num_check_queries: int, d: int) -> float:
+    """The largest relative error of f̂ against fresh value queries: the honest check of an attempt, at
+    Gaussian inputs of several scales (kinks far out on the line are near 0 too)."""
+    check = _gaussian_rows(rng_key, num_check_queries, d)
     truth = np.asarray(oracle.value(check), np.float64)
-    error = np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+    return np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
+
+
+def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hint: int, hidden_dim: int | None,
+             finite_difference_step: float | None, gradient_tolerance: float, value_tolerance: float, probe: float,
+             check_tolerance: float, num_check_queries: int, max_iterations: int):
+    """One try on one random line. Returns (RecoveredReLU fields, None) or (None, reason)."""
+    d = oracle.input_dim
+    key_line, key_check = jax.random.split(rng_key)
+    uv = np.asarray(jax.random.normal(key_line, (2, d), jnp.float64))
+    u, v = uv[0], uv[1]
+    t, x, values, gradients = _sweep_line(oracle, u, v, num_sweep_points, finite_difference_step)
+    gradient_scale = float(np.max(np.linalg.norm(gradients, axis=1))) + _TINY
+    pool, capacity, num_brackets = _resolve_brackets(oracle, u, v, t, values, gradients, gradient_scale,
+                                                     capacity_hint, gradient_tolerance, value_tolerance, probe,
+                                                     max_iterations, finite_difference_step)
+    info = {"sweep_points": int(num_sweep_points), "sweep_points_used": int(t.size), "brackets": int(num_brackets),
+            "iterations": int(pool.iteration)}
+    failure = _pool_failure(pool, capacity, num_brackets, num_sweep_points, max_iterations)
+    if failure is not None:
+        return None, failure, info
+
+    orientation, normals, offsets = _oriented_units(pool, u, v)
+    h = normals.shape[0]
+    if hidden_dim is not None and h > hidden_dim:
+        return None, f"found {h} kinks on the line, more than hidden_dim={hidden_dim}", info
+    linear, intercept = _affine_remainder(t, x, values, gradients, orientation, normals, offsets)
+    recovered, info["folded"] = _as_network(orientation, normals, offsets, linear, intercept, gradient_scale)
+
+    error = _check_error(oracle, key_check, recovered, num_check_queries, d)
     info["check_relative_error"] = float(error)
     if not error <= check_tolerance:
         return None, f"check against {num_check_queries} fresh value queries failed (relative error {error:.2e})", info
@@ -463,24 +623,22 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     if oracle.num_outputs is None and output is not None:
         raise ValueError(f"output must be None for a victim with a scalar output, got {output!r}")
     if oracle.num_outputs is not None:
-        output = 0 if output is None else output
-        if isinstance(output, bool) or not isinstance(output, numbers.Integral) \
-                or not 0 <= output < oracle.num_outputs:
+        output = 0 if output is None else check_int(output, "output")
+        if not 0 <= output < oracle.num_outputs:
             raise ValueError(f"output must be a class index in [0, {oracle.num_outputs}), got {output!r}")
     for name, value in (("hidden_dim", hidden_dim), ("num_sweep_points", num_sweep_points)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
-            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if value is not None:
+            check_int(value, name, minimum=1)
     for name, value in (("max_attempts", max_attempts), ("num_check_queries", num_check_queries),
                         ("max_iterations", max_iterations)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_int(value, name, minimum=1)
     if check_tolerance is None:
         check_tolerance = 1e-6 if finite_differences else 1e-7
     for name, value in (("finite_difference_step", finite_difference_step), ("check_tolerance", check_tolerance)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < np.inf:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    if num_sweep_points is not None and num_sweep_points < 3:
-        raise ValueError(f"num_sweep_points must be at least 3, got {num_sweep_points}")
+    if num_sweep_points is not None:
+        check_int(num_sweep_points, "num_sweep_points", minimum=3)
     rng_key = canonicalize_key(rng_key)  # an int seed or a key; a bool or a string is refused
     step = float(finite_difference_step) if finite_differences else None
     # thresholds: a gradient jump, a value off a line (relative to the interval's scale), and the
