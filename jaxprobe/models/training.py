@@ -81,6 +81,19 @@ def fit(
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, exclusive_minimum=True)
     weight_decay = check_number(weight_decay, "weight_decay", minimum=0.0)
+    x, y = _training_data(x, y)
+    y, batch_loss = _loss_function(loss, y, _num_outputs(module, x, params), x.dtype)
+    rng_key = canonicalize_key(rng_key)
+    key_init, key_batches = jax.random.split(rng_key)
+    if params is None:
+        params = module.init(key_init, jnp.asarray(x[:1]))
+    optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
+    return _train(module, params, x, y, key_batches, batch_loss, optimizer, num_steps, batch_size)
+
+
+def _training_data(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` checked (finite numbers ``(n, ...)``) and cast to float32 (float64 stays with x64), and ``y``
+    with one row per row of ``x``."""
     x = np.asarray(x)
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.number) or not np.all(np.isfinite(x)):
         raise ValueError(f"x must be finite numbers with shape (n, ...), got shape {x.shape} and dtype {x.dtype}")
@@ -88,8 +101,12 @@ def fit(
     y = np.asarray(y)
     if y.shape[:1] != x.shape[:1]:
         raise ValueError(f"y must have {x.shape[0]} rows like x, got shape {y.shape}")
-    # The output width, known before anything is compiled (from the module's fields, else by
-    # abstract evaluation, which may run Flax's initializers on constants).
+    return x, y
+
+
+def _num_outputs(module: nn.Module, x: np.ndarray, params: ArrayTree | None) -> int:
+    """The output width, known before anything is compiled (from the module's fields, else by abstract
+    evaluation, which may run Flax's initializers on constants); 1 for one value per input."""
     num_outputs = _output_size(module)
     if num_outputs is None:
         example = jax.ShapeDtypeStruct((1,) + x.shape[1:], x.dtype)
@@ -97,7 +114,13 @@ def fit(
             lambda row: module.init(jax.random.key(0), row), example)
         output_shape = jax.eval_shape(module.apply, abstract_params, example).shape
         num_outputs = output_shape[-1] if len(output_shape) == 2 else 1
+    return num_outputs
 
+
+def _loss_function(loss: str, y: np.ndarray, num_outputs: int, dtype: Any
+                   ) -> tuple[np.ndarray, Callable[[jax.Array, jax.Array], jax.Array]]:
+    """``y`` checked for ``loss`` (labels in range for cross-entropy, finite targets in ``dtype`` for mse) and
+    the mean loss of a minibatch, ``batch_loss(outputs, targets)``."""
     if loss == "cross_entropy":
         if not np.issubdtype(y.dtype, np.integer) or y.ndim != 1:
             raise ValueError(f"y must be integer class labels (n,) for loss='cross_entropy', got {y.dtype} {y.shape}")
@@ -114,16 +137,19 @@ def fit(
     else:
         if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)):
             raise ValueError("y must be finite numbers for loss='mse'")
-        y = y.astype(x.dtype)
+        y = y.astype(dtype)
 
         def batch_loss(outputs, targets):
             return jnp.mean((outputs.reshape(targets.shape) - targets) ** 2)
 
-    rng_key = canonicalize_key(rng_key)
-    key_init, key_batches = jax.random.split(rng_key)
-    if params is None:
-        params = module.init(key_init, jnp.asarray(x[:1]))
-    optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
+    return y, batch_loss
+
+
+def _train(module: nn.Module, params: ArrayTree, x: np.ndarray, y: np.ndarray, key_batches: PRNGKey,
+           batch_loss: Callable[[jax.Array, jax.Array], jax.Array], optimizer: optax.GradientTransformation,
+           num_steps: int, batch_size: int) -> ArrayTree:
+    """``num_steps`` optimizer steps in ONE jitted ``lax.scan``, each on ``batch_size`` rows drawn with
+    replacement on device (the full data when ``batch_size >= n``); returns the trained variables."""
     num_rows = x.shape[0]
     full_batch = batch_size >= num_rows
 

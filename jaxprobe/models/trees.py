@@ -134,33 +134,9 @@ class TreeEnsembleModel:
         self.num_features = int(num_features)
         self.classes = None if classes is None else np.asarray(classes)
         self.estimator_name = estimator_name
+        self._check_structure()
         num_trees, max_nodes = self.feature.shape
-        for name in ("threshold", "left", "right"):
-            if getattr(self, name).shape != (num_trees, max_nodes):
-                raise ValueError(f"{name} must have shape {(num_trees, max_nodes)}, got {getattr(self, name).shape}")
-        if self.leaf_values.ndim != 3 or self.leaf_values.shape[:2] != (num_trees, max_nodes):
-            raise ValueError(f"leaf_values must have shape ({num_trees}, {max_nodes}, V), got "
-                             f"{self.leaf_values.shape}")
         num_columns = self.base_score.shape[0]
-        if self.tree_group is None:
-            if self.leaf_values.shape[2] != num_columns:
-                raise ValueError("without tree_group, leaf_values' last axis must match base_score")
-        else:
-            if self.leaf_values.shape[2] != 1 or self.tree_group.shape != (num_trees,):
-                raise ValueError("with tree_group, leaf_values must have shape (T, N, 1) and tree_group (T,)")
-            if num_trees and (self.tree_group.min() < 0 or self.tree_group.max() >= num_columns):
-                raise ValueError(f"tree_group values must lie in [0, {num_columns})")
-        for name in ("left", "right"):
-            child = getattr(self, name)
-            if child.size and (child.min() < 0 or child.max() >= max_nodes):
-                raise ValueError(f"{name} child indices must lie in [0, {max_nodes}); leaves point to themselves")
-        own_index = np.arange(max_nodes)
-        if np.any((self.left == own_index) != (self.right == own_index)):
-            raise ValueError("a leaf must point to itself through both left and right")
-        if self.feature.size and (self.feature.min() < 0 or self.feature.max() >= self.num_features):
-            raise ValueError(f"feature indices must lie in [0, {self.num_features})")
-        if link in ("sigmoid_binary", "half_sigmoid_binary", "sigmoid", "exp") and num_columns != 1:
-            raise ValueError(f"link {link!r} needs one raw-score column, got {num_columns}")
         self.num_trees, self.max_nodes = num_trees, max_nodes
         self.max_depth = _tree_depth(self.left, self.right) if max_depth is None else int(max_depth)
         self.is_classifier = link in _CLASSIFIER_LINKS if is_classifier is None else bool(is_classifier)
@@ -189,15 +165,51 @@ class TreeEnsembleModel:
         self._feature_tree_counts = jnp.asarray(self.feature_tree_counts)
         self.complete_depth = self.max_depth if self.max_depth <= COMPLETE_MAX_DEPTH else None
         if self.complete_depth is not None:
-            (self.complete_feature, self.complete_threshold, self.complete_values,
-             self.complete_leaves) = _complete(self.feature, self.threshold, self.left, self.right, self.leaf_values,
-                                               self.complete_depth)
-            self._complete_feature = jnp.asarray(self.complete_feature)
-            self._complete_threshold = jnp.asarray(self.complete_threshold)
-            self._complete_leaves = jnp.asarray(self.complete_leaves)
-            self._complete_values = {np.dtype(np.float32): jnp.asarray(self.complete_values.astype(np.float32))}
-            if jax.config.jax_enable_x64:
-                self._complete_values[np.dtype(np.float64)] = jnp.asarray(self.complete_values)
+            self._store_complete_trees()
+
+    def _check_structure(self) -> None:
+        """Refuse arrays that do not make an ensemble: mismatched shapes, child, feature or group indices out of
+        range, a leaf that does not point to itself on both sides, a link that needs one raw-score column."""
+        num_trees, max_nodes = self.feature.shape
+        for name in ("threshold", "left", "right"):
+            if getattr(self, name).shape != (num_trees, max_nodes):
+                raise ValueError(f"{name} must have shape {(num_trees, max_nodes)}, got {getattr(self, name).shape}")
+        if self.leaf_values.ndim != 3 or self.leaf_values.shape[:2] != (num_trees, max_nodes):
+            raise ValueError(f"leaf_values must have shape ({num_trees}, {max_nodes}, V), got "
+                             f"{self.leaf_values.shape}")
+        num_columns = self.base_score.shape[0]
+        if self.tree_group is None:
+            if self.leaf_values.shape[2] != num_columns:
+                raise ValueError("without tree_group, leaf_values' last axis must match base_score")
+        else:
+            if self.leaf_values.shape[2] != 1 or self.tree_group.shape != (num_trees,):
+                raise ValueError("with tree_group, leaf_values must have shape (T, N, 1) and tree_group (T,)")
+            if num_trees and (self.tree_group.min() < 0 or self.tree_group.max() >= num_columns):
+                raise ValueError(f"tree_group values must lie in [0, {num_columns})")
+        for name in ("left", "right"):
+            child = getattr(self, name)
+            if child.size and (child.min() < 0 or child.max() >= max_nodes):
+                raise ValueError(f"{name} child indices must lie in [0, {max_nodes}); leaves point to themselves")
+        own_index = np.arange(max_nodes)
+        if np.any((self.left == own_index) != (self.right == own_index)):
+            raise ValueError("a leaf must point to itself through both left and right")
+        if self.feature.size and (self.feature.min() < 0 or self.feature.max() >= self.num_features):
+            raise ValueError(f"feature indices must lie in [0, {self.num_features})")
+        if self.link in ("sigmoid_binary", "half_sigmoid_binary", "sigmoid", "exp") and num_columns != 1:
+            raise ValueError(f"link {self.link!r} needs one raw-score column, got {num_columns}")
+
+    def _store_complete_trees(self) -> None:
+        """Every tree as a complete binary tree of depth :attr:`complete_depth` (:func:`_complete`), on the host
+        and as device copies (made once, not inside a trace)."""
+        (self.complete_feature, self.complete_threshold, self.complete_values,
+         self.complete_leaves) = _complete(self.feature, self.threshold, self.left, self.right, self.leaf_values,
+                                           self.complete_depth)
+        self._complete_feature = jnp.asarray(self.complete_feature)
+        self._complete_threshold = jnp.asarray(self.complete_threshold)
+        self._complete_leaves = jnp.asarray(self.complete_leaves)
+        self._complete_values = {np.dtype(np.float32): jnp.asarray(self.complete_values.astype(np.float32))}
+        if jax.config.jax_enable_x64:
+            self._complete_values[np.dtype(np.float64)] = jnp.asarray(self.complete_values)
 
     # -- evaluation ---------------------------------------------------------------------
     def _check(self, x: Any) -> Array:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine.api import canonicalize_key
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 from jaxprobe.priors import Gaussian
 from jaxprobe.reconstruct.priors import GaussianMixture
 from jaxprobe.reconstruct.victims import JaxClassifier
@@ -90,10 +90,9 @@ class GaussianClasses:
     def sample(self, rng_key: Any, num_samples: int) -> tuple[np.ndarray, np.ndarray]:
         """``num_samples`` labelled points: labels from π, features from their class Gaussian (NumPy, seeded
         by the key's bits)."""
-        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+        num_samples = check_int(num_samples, "num_samples", minimum=1)
         rng = np.random.default_rng(np.asarray(jax.random.key_data(canonicalize_key(rng_key))).ravel())
-        labels = rng.choice(self.num_classes, int(num_samples), p=self.weights)
-        noise = rng.standard_normal((int(num_samples), self.dim))
+        labels = rng.choice(self.num_classes, num_samples, p=self.weights)
+        noise = rng.standard_normal((num_samples, self.dim))
         x = self.means[labels] + noise @ np.linalg.cholesky(self.covariance).T
         return x, labels.astype(np.int64)

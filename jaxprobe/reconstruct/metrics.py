@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 
 __all__ = ["gaussian_kl", "gaussian_kl_from_samples", "gaussian_kl_marginals", "knn_kl", "knn_kl_marginals",
            "ClassFidelity", "fidelity"]
@@ -111,8 +111,7 @@ def knn_kl(p: Any, q: Any, k: int = 1, *, return_se: bool = False) -> float | tu
     from scipy.special import digamma
 
     p, q = _samples("p", p), _samples("q", q)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = check_int(k, "k", minimum=1)
     n, dim = p.shape
     m = q.shape[0]
     if q.shape[1] != dim:

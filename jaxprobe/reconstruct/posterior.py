@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import check_int
 from jaxprobe.engine import Samples
 from jaxprobe.engine.api import canonicalize_key, known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.registry import whole_run_sampler
@@ -71,9 +72,8 @@ class Reconstruction:
 
     def class_draws(self, label: int) -> np.ndarray:
         """``(chain, draw, D)`` draws of p̂(x | y = label)."""
-        if not 0 <= int(label) < self.num_classes:
-            raise ValueError(f"label must be in [0, {self.num_classes}), got {label}")
-        return self.draws[:, :, int(label)]
+        label = check_int(label, "label", minimum=0, maximum=self.num_classes - 1)
+        return self.draws[:, :, label]
 
     def pooled(self, label: int) -> np.ndarray:
         """``(chain · draw, D)`` all draws of class ``label`` in one table."""
@@ -90,8 +90,7 @@ class Reconstruction:
         fewer draws than rows). Returns ``x`` ``(num_samples, D)`` and ``y`` ``(num_samples,)`` int64,
         shuffled.
         """
-        if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+        num_samples = check_int(num_samples, "num_samples", minimum=1)
         proportions = self.class_weights if class_proportions is None else np.asarray(class_proportions, float)
         if proportions.shape != (self.num_classes,) or np.any(proportions < 0) or proportions.sum() <= 0:
             raise ValueError(f"class_proportions must be {self.num_classes} non-negative numbers, not all 0; "
@@ -270,21 +269,55 @@ def reconstruct_many(
     ``samples`` (positions ``(C, N, S, K, D)``) and its own ``draws`` ``(C, N, K, D)``.
     """
     rng_key = canonicalize_key(rng_key)
+    whole_run, num_chains, num_candidates, tau = _check_run_settings(
+        sampler, num_chains, num_candidates, temperature, dict(sample_options, thin=thin, progress=progress))
+    prepared, classifiers, num_classes, dim = _prepare_settings(settings, sampler, whiten, dtype)
+    question = reconstruction_question(prepared, tau)
+    if whole_run is not None:  # the target and its options are checked before anything compiles
+        run_whole = whole_run.reconstruction(question, [c for c, *_ in prepared], [p for _, p, *_ in prepared],
+                                             num_classes, dim,
+                                             dict(sample_options, thin=thin, progress=progress, convergence="ignore"))
+    key_init, key_sample = jax.random.split(rng_key)
+    starts, weights = _starting_points(key_init, prepared, num_chains, num_candidates, tau, dtype,
+                                       allow_impossible=whole_run is not None and whole_run.moves_into_support)
+    # Chains start from the sampling-importance-resampling draws (C, S, K, D), flattened as the question's z;
+    # SMC starts from exact prior draws instead (the reference of its tempering path).
+    start_z = None if known_sampler_starts_at_target(sampler) else \
+        np.stack(starts, axis=1).astype(dtype).reshape(num_chains, -1)
+    convergence = check_policy(sample_options.pop("convergence", "warn"))
+    if whole_run is not None:
+        flat = run_whole(key_sample, np.asarray(start_z).reshape(num_chains, -1, dim), num_samples, num_warmup)
+    else:
+        # A black-box predict_proba that raises inside the host callback keeps its own exception type.
+        with original_errors(*classifiers):
+            flat = answer(key_sample, question, num_chains=num_chains, num_samples=num_samples,
+                          init=start_z, sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress,
+                          dtype=dtype, convergence="ignore", **sample_options)
+    verdict_report(flat.verdict, convergence, stacklevel=2)
+    return _reconstructions(flat, prepared, weights, num_classes, dim)
+
+
+def _check_run_settings(sampler: str, num_chains: Any, num_candidates: Any, temperature: Any,
+                        options: dict[str, Any]) -> tuple[Any, int, int, float]:
+    """The run-wide arguments of :func:`reconstruct_many`, checked before anything is built or compiled:
+    returns the whole-run sampler (or None), C, the number of prior candidates and τ."""
     if sampler not in known_samplers():
         raise ValueError(f"sampler must be one of {known_samplers()}, got {sampler!r}")
     whole_run = whole_run_sampler(sampler)
     if whole_run is not None:  # its options, before anything else is checked or compiled
-        whole_run.check_options(dict(sample_options, thin=thin, progress=progress))
-    if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
-        raise ValueError(f"num_chains must be a positive int, got {num_chains!r}")
+        whole_run.check_options(options)
+    num_chains = check_int(num_chains, "num_chains", minimum=1)
     if num_candidates is None:
-        num_candidates = max(1024, 16 * int(num_chains))
-    elif isinstance(num_candidates, bool) or not isinstance(num_candidates, (int, np.integer)) \
-            or num_candidates < 1:
-        raise ValueError(f"num_candidates must be a positive int (prior draws for the starting points), "
-                         f"got {num_candidates!r}")
-    num_candidates = int(num_candidates)
-    tau = check_temperature(temperature)
+        num_candidates = max(1024, 16 * num_chains)
+    else:  # prior draws for the starting points
+        num_candidates = check_int(num_candidates, "num_candidates", minimum=1)
+    return whole_run, num_chains, num_candidates, check_temperature(temperature)
+
+
+def _prepare_settings(settings: Sequence[tuple[Any, Any]], sampler: str, whiten: bool, dtype: Any
+                      ) -> tuple[list[tuple[Any, Any, np.ndarray, np.ndarray]], list[Any], int, int]:
+    """Every ``(model, prior)`` setting through :func:`_prepare` (the same model in several settings is
+    converted once): the prepared settings, the distinct classifiers, and the K and D they all share."""
     if isinstance(settings, (str, bytes)) or not hasattr(settings, "__len__") or len(settings) == 0:
         raise ValueError("settings must be a non-empty sequence of (model, prior) pairs")
     prepared, classifiers = [], {}
@@ -292,7 +325,7 @@ def reconstruct_many(
         if not isinstance(setting, (tuple, list)) or len(setting) != 2:
             raise ValueError(f"settings[{index}] must be a (model, prior) pair, got {type(setting).__name__}")
         model = setting[0]
-        if id(model) not in classifiers:  # the same model in several settings is converted once
+        if id(model) not in classifiers:
             dim_hint = getattr(model, "num_features", None) or getattr(model, "n_features_in_", None)
             classifiers[id(model)] = as_classifier(model, num_features=dim_hint)
         prepared.append(_prepare(classifiers[id(model)], setting[1], sampler, whiten, dtype))
@@ -300,40 +333,35 @@ def reconstruct_many(
     if len(shapes) > 1:
         raise ValueError(f"all settings must share (num_classes, num_features); got {sorted(shapes)}")
     num_classes, dim = shapes.pop()
+    return prepared, list(classifiers.values()), num_classes, dim
 
-    question = reconstruction_question(prepared, tau)
-    if whole_run is not None:  # the target and its options are checked before anything compiles
-        run_whole = whole_run.reconstruction(question, [c for c, *_ in prepared], [p for _, p, *_ in prepared],
-                                             num_classes, dim,
-                                             dict(sample_options, thin=thin, progress=progress, convergence="ignore"))
-    key_init, key_sample = jax.random.split(rng_key)
+
+def _starting_points(rng_key: PRNGKey, prepared: Sequence[tuple[Any, Any, np.ndarray, np.ndarray]],
+                     num_chains: int, num_candidates: int, tau: float, dtype: Any, allow_impossible: bool
+                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each setting's starting points in its whitened coordinates ``(C, K, D)`` (:func:`_initial_positions`,
+    key ``fold_in(rng_key, s)``) and its class weights p̂(y = k) ``(K,)``."""
+    dim = prepared[0][0].num_features
     starts, weights, batched = [], [], {}
     for index, (classifier, prior, mean, cholesky) in enumerate(prepared):  # S settings, built once
         if id(classifier) not in batched:  # one compiled batch evaluation per distinct model
             batched[id(classifier)] = (
                 (lambda x, c=classifier: c.probabilities(np.asarray(x, np.float64))) if classifier.black_box
                 else jax.jit(classifier.probabilities))
-        start, class_weights = _initial_positions(jax.random.fold_in(key_init, index), batched[id(classifier)],
-                                                  prior, int(num_chains), num_candidates, tau, dtype,
-                                                  allow_impossible=whole_run is not None
-                                                  and whole_run.moves_into_support)
+        start, class_weights = _initial_positions(jax.random.fold_in(rng_key, index), batched[id(classifier)],
+                                                  prior, num_chains, num_candidates, tau, dtype,
+                                                  allow_impossible=allow_impossible)
         start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T
         starts.append(start_z.reshape(np.shape(start)))
         weights.append(class_weights)
-    # Chains start from the sampling-importance-resampling draws (C, S, K, D), flattened as the question's z;
-    # SMC starts from exact prior draws instead (the reference of its tempering path).
-    start_z = None if known_sampler_starts_at_target(sampler) else \
-        np.stack(starts, axis=1).astype(dtype).reshape(int(num_chains), -1)
-    convergence = check_policy(sample_options.pop("convergence", "warn"))
-    if whole_run is not None:
-        flat = run_whole(key_sample, np.asarray(start_z).reshape(int(num_chains), -1, dim), num_samples, num_warmup)
-    else:
-        # A black-box predict_proba that raises inside the host callback keeps its own exception type.
-        with original_errors(*classifiers.values()):
-            flat = answer(key_sample, question, num_chains=int(num_chains), num_samples=num_samples,
-                          init=start_z, sampler=sampler, num_warmup=num_warmup, thin=thin, progress=progress,
-                          dtype=dtype, convergence="ignore", **sample_options)
-    verdict_report(flat.verdict, convergence, stacklevel=2)
+    return starts, weights
+
+
+def _reconstructions(flat: Samples, prepared: Sequence[tuple[Any, Any, np.ndarray, np.ndarray]],
+                     weights: Sequence[np.ndarray], num_classes: int, dim: int) -> list[Reconstruction]:
+    """One :class:`Reconstruction` per setting from the joint run ``flat`` (positions ``(C, N, S·K·D)``): the
+    joint samples reshaped to ``(C, N, S, K, D)`` (``(C, N, K, D)`` for one setting), each setting's draws
+    mapped back to feature units, ``x = m + L z``."""
     event_shape = (num_classes, dim) if len(prepared) == 1 else (len(prepared), num_classes, dim)
     samples = dataclasses.replace(flat, positions=np.asarray(flat.positions).reshape(
         flat.positions.shape[:2] + event_shape))

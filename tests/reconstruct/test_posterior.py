@@ -159,6 +159,22 @@ def test_bad_arguments_raise_before_compiling():
         R.reconstruct(0, impossible, prior)
 
 
+@pytest.mark.parametrize("value, error", [("8", TypeError), (True, TypeError), (2.0, TypeError), (0, ValueError),
+                                          (-3, ValueError)])
+def test_integer_arguments_refuse_wrong_types_and_values(value, error):
+    """Counts go through check_int: TypeError for a non-int (a string, a bool, 2.0), ValueError below 1."""
+    prior = GROUND_TRUTH.prior()
+    model = GROUND_TRUTH.bayes_classifier()
+    with pytest.raises(error, match="num_chains"):
+        R.reconstruct(0, model, prior, num_chains=value)
+    with pytest.raises(error, match="num_candidates"):
+        R.reconstruct(0, model, prior, num_chains=4, num_candidates=value)
+    with pytest.raises(error, match="num_samples"):
+        GROUND_TRUTH.sample(0, value)
+    with pytest.raises(error, match="k"):
+        R.knn_kl(np.arange(20.0).reshape(10, 2), np.arange(20.0).reshape(10, 2) + 0.5, k=value)
+
+
 # ---------------------------------------------------------------- priors (closed forms, no sampling)
 
 
@@ -244,3 +260,16 @@ def test_synthetic_dataset_and_accuracy(ground_truth_run):
     result = R.synthetic_accuracy(base, x, y, x_test, y_test)
     # Both are near the Bayes accuracy of this problem; the synthetic model is as good as the base.
     assert result["ratio"] > 0.95, result
+
+
+def test_reconstruction_tables_check_their_integer_arguments():
+    result = R.Reconstruction(None, np.zeros((1, 3, 2, 2)), np.array([0.5, 0.5]), np.zeros(2), np.eye(2))
+    assert result.class_draws(np.int64(1)).shape == (1, 3, 2)
+    with pytest.raises(TypeError, match="label"):
+        result.class_draws(1.0)
+    with pytest.raises(ValueError, match="label"):
+        result.class_draws(2)
+    with pytest.raises(TypeError, match="num_samples"):
+        result.synthetic_dataset(0, 2.0)
+    with pytest.raises(ValueError, match="num_samples"):
+        result.synthetic_dataset(0, 0)
