@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 from typing import Any, Callable
 
 import jax
@@ -16,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 from jaxprobe.engine.api import (canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel,
                                  refuse_traced)
 from jaxprobe.engine.compiled import jit_bounded
@@ -119,8 +118,7 @@ def generate(
     """
     refuse_traced("jaxprobe.generate", rng_key=rng_key, temperature=temperature, init=init)
     rng_key = canonicalize_key(rng_key)
-    if isinstance(num_chains, bool) or not isinstance(num_chains, numbers.Integral) or num_chains < 1:
-        raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
+    num_chains = check_int(num_chains, "num_chains", minimum=1)
     if report not in ("valid", "relaxed"):
         raise ValueError(f"report must be 'valid' or 'relaxed', got {report!r}")
     check_policy(convergence)

@@ -275,8 +275,7 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2,
     pass ``output_range=(0, 1)`` for a plain function returning probabilities.
     """
     _check_model(model, "model")
-    if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
-        raise ValueError(f"r must be a real number >= 1, got {r!r}")
+    check_number(r, "r", minimum=1.0, finite=False)  # checked, not converted: r=2 stays an integer power
     if output_range is None:
         output_range = _output_range(model)
     elif not (isinstance(output_range, (tuple, list)) and len(output_range) == 2):
@@ -452,8 +451,7 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
             raise ValueError(f"weights must have the anchor's shape {anchor_array.shape}, got {weight_array.shape}")
         if not traced_weights and (not np.all(np.isfinite(weight_array)) or np.any(weight_array < 0)):
             raise ValueError("weights must be finite and >= 0")
-    if isinstance(r, bool) or not isinstance(r, numbers.Real) or not r >= 1:
-        raise ValueError(f"r must be a real number >= 1, got {r!r}")
+    check_number(r, "r", minimum=1.0, finite=False)  # checked, not converted: r=2 stays an integer power
 
     def localizer(x):
         if x.shape != anchor_array.shape:

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import check_int
 from jaxprobe._values import value_key
 from jaxprobe.constraints import Restriction, restriction
 from jaxprobe.probes import Probe, as_probe
@@ -52,9 +53,7 @@ def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constrain
     """
     stated: dict[str, int] = {}
     if dim is not None:
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
-            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
-        stated["dim"] = int(dim)
+        stated["dim"] = check_int(dim, "dim", minimum=1)
     if init is not None:
         shape = np.shape(init)
         if len(shape) != 2:

@@ -210,10 +210,16 @@ def test_black_box_errors_keep_their_type():
     assert R.original_errors is original_errors
 
 
-@pytest.mark.parametrize("num_candidates", ["1024", True, 0, -3, 2.5])
-def test_num_candidates_must_be_a_positive_int(num_candidates):
+@pytest.mark.parametrize("num_candidates, error, match", [
+    ("1024", TypeError, "num_candidates must be an int, got the string"),
+    (True, TypeError, "num_candidates must be an int, got the bool"),
+    (2.5, TypeError, "num_candidates must be an int, got float"),
+    (0, ValueError, "num_candidates must be >= 1, got 0"),
+    (-3, ValueError, "num_candidates must be >= 1, got -3"),
+])
+def test_num_candidates_must_be_a_positive_int(num_candidates, error, match):
     prior = jaxprobe.priors.DiagonalGaussian(np.zeros(2), np.ones(2))
-    with pytest.raises(ValueError, match="num_candidates must be a positive int"):
+    with pytest.raises(error, match=match):
         R.reconstruct(0, R.BlackBoxClassifier(_softmax_rows, 2, 2), prior, num_chains=4,
                       num_candidates=num_candidates, **QUICK)
 
@@ -278,6 +284,26 @@ def test_alpha_is_checked_against_a_probability_output(logistic):
 ])
 def test_bools_and_strings_are_not_numbers(call, match):
     with pytest.raises(TypeError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: _generate(num_chains=2.0), TypeError, "num_chains must be an int, got float"),
+    (lambda: _generate(num_chains=0), ValueError, "num_chains must be >= 1, got 0"),
+    (lambda: probes.localize(np.zeros(2), r="2"), TypeError, "r must be a real number, got the string"),
+    (lambda: probes.localize(np.zeros(2), r=0.5), ValueError, "r must be >= 1, got 0.5"),
+    (lambda: jaxprobe.models.GaussianPerturbation({"w": np.zeros(2)}, 0.1, 4.0, jax.random.key(0)), TypeError,
+     "num_draws must be an int, got float"),
+    (lambda: jaxprobe.models.GaussianPerturbation({"w": np.zeros(2)}, True, 4, jax.random.key(0)), TypeError,
+     "sigma must be a real number, got the bool"),
+    (lambda: jaxprobe.models.GaussianPerturbation({"w": np.zeros(2)}, 0.0, 4, jax.random.key(0)), ValueError,
+     "sigma must be finite and > 0, got 0.0"),
+    (lambda: jaxprobe.latent.VAEConfig(latent_dim=2.0), TypeError, "latent_dim must be an int, got float"),
+    (lambda: jaxprobe.latent.VAEConfig(image_shape=(28.0, 28)), TypeError, r"image_shape\[0\] must be an int"),
+    (lambda: jaxprobe.latent.VAEConfig(image_shape=(30, 28)), ValueError, "multiples of 4"),
+])
+def test_a_wrong_type_is_a_type_error_and_a_wrong_value_a_value_error(call, error, match):
+    with pytest.raises(error, match=match):
         call()
 
 

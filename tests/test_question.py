@@ -75,6 +75,11 @@ def test_dimension_is_inferred_from_what_states_it():
         infer_dim(dim=2, prior=jaxprobe.priors.DiagonalGaussian(np.zeros(3), 1.0))
     with pytest.raises(ValueError, match="number of features is not known"):
         infer_dim()
+    assert infer_dim(dim=np.int64(3)) == infer_dim(dim=np.array(3)) == 3
+    with pytest.raises(TypeError, match="dim must be an int, got float"):
+        infer_dim(dim=3.0)
+    with pytest.raises(ValueError, match="dim must be >= 1, got 0"):
+        infer_dim(dim=0)
 
 
 def test_reference_draws_are_exact_where_they_can_be():

@@ -23,6 +23,8 @@ from typing import Any
 
 import jax
 
+from jaxprobe._inputs import check_int
+
 __all__ = ["jit_bounded", "DEFAULT_MAXSIZE"]
 
 DEFAULT_MAXSIZE = 8
@@ -42,8 +44,7 @@ class BoundedJit:
         unknown = [name for name in (*static_argnames, *donate_argnames) if name not in signature.parameters]
         if unknown:
             raise ValueError(f"jit_bounded: {fun.__name__} has no parameter(s) {unknown}")
-        if not isinstance(maxsize, int) or maxsize < 1:
-            raise ValueError(f"maxsize must be a positive int, got {maxsize!r}")
+        maxsize = check_int(maxsize, "maxsize", minimum=1)
         self.fun, self.maxsize = fun, maxsize
         self.static_argnames, self.donate_argnames = tuple(static_argnames), tuple(donate_argnames)
         self._signature = signature

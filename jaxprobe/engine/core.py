@@ -22,6 +22,7 @@ import numpy as np
 from blackjax.adaptation.staged_adaptation import build_schedule
 from blackjax.adaptation.step_size import dual_averaging_adaptation
 
+from jaxprobe._inputs import check_int
 from jaxprobe.engine import streaming
 from jaxprobe.engine.numerics import Numerics, numerics_of
 from jaxprobe.engine.protocols import Adaptation, EngineState, FlatLogDensity, Kernel, RunStats
@@ -103,11 +104,9 @@ def _transition(kernel, logdensity_fn, rng_key, state):
     return EngineState(kernel_state, state.parameters, state.step + 1), info
 
 
-def _check_draws(num_draws: Any, thin: Any) -> None:
-    """``num_draws`` and ``thin`` are static ints >= 1 (checked before tracing: a bad one is named)."""
-    for name, value in (("num_draws", num_draws), ("thin", thin)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+def _check_draws(num_draws: Any, thin: Any) -> tuple[int, int]:
+    """``num_draws`` and ``thin`` as static ints >= 1 (checked before tracing: a bad one is named)."""
+    return check_int(num_draws, "num_draws", minimum=1), check_int(thin, "thin", minimum=1)
 
 
 def _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin, on_draw, carry):
@@ -115,7 +114,7 @@ def _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin, on_draw,
     ``(carry, output) = on_draw(carry, draw, kernel_state)`` with ``draw`` the kept draw's index in this call.
     Returns ``(state, carry, outputs stacked by the scan, RunStats)``. Keys ``fold_in(rng_key, t)`` for the
     global step t are derived for the whole call in one batched call before the scan."""
-    _check_draws(num_draws, thin)
+    num_draws, thin = _check_draws(num_draws, thin)
     position = state.kernel_state.position
     stats0 = RunStats.zeros(position.shape[0], position.dtype)
     steps = state.step + jnp.arange(num_draws * thin, dtype=jnp.int32).reshape(num_draws, thin)
@@ -166,8 +165,8 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
     """Advance all chains by ``num_draws * thin`` transitions, keeping every ``thin``-th.
 
     Pure and jit-able (``kernel``, ``logdensity_fn``, ``num_draws`` and ``thin``
-    are static; ``num_draws`` and ``thin`` are ints >= 1, else a ValueError before
-    tracing). Only kept draws are stored: memory is ``O(num_draws · C · D)``
+    are static; ``num_draws`` and ``thin`` are ints >= 1, else a TypeError/ValueError
+    before tracing). Only kept draws are stored: memory is ``O(num_draws · C · D)``
     whatever ``thin`` is. The per-step keys ``fold_in(rng_key, t)`` are derived
     for the whole run in one batched call before the scan. ``rng_key``: a
     ``jax.random.key`` or an int seed (as :func:`jaxprobe.sample` takes).
@@ -194,6 +193,7 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
         and per-chain sums over all transitions.
     """
     rng_key = canonicalize_key(rng_key)
+    num_draws, thin = _check_draws(num_draws, thin)
     if trace is not None:
         _check_trace(trace, num_draws, state.kernel_state.position)
         state, trace, _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
@@ -222,7 +222,7 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     draw's positions ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already
     transformed (default: the positions themselves). Returns ``(state, trace or None, stats, monitored)``.
     """
-    _check_draws(num_draws, thin)
+    num_draws, thin = _check_draws(num_draws, thin)
     if record is not None and (trace is not None or not keep_draws):
         raise ValueError("record applies to the trace run_monitored stacks itself (keep_draws=True, trace=None)")
     record = record if record is not None else (lambda position: position)

@@ -226,6 +226,34 @@ class ValueKernel(BaseKernel):
         return ValueState(positions, jax.vmap(safe_logdensity(logdensity_fn))(positions))
 
 
+def _metropolis_step(state: Any, proposal: Any, log_uniform: Array, log_q_ratio: Array | None,
+                     num_gradient_evaluations: int) -> tuple[Any, StepInfo]:
+    """The accept/reject test shared by MALA and RWMH: every chain moves from ``state`` to ``proposal``
+    (a state of the same kind, its log density as the target returned it) when
+    ``log u < log p(x') − log p(x) [+ log_q_ratio]``; a non-finite proposal, or a NaN ratio (e.g. from a
+    NaN gradient, which compares False), is rejected. Returns the new state and the step's
+    :class:`StepInfo` (``num_gradient_evaluations`` per chain)."""
+    num_chains = state.position.shape[0]
+    is_nonfinite = ~jnp.isfinite(proposal.logdensity)
+    proposal = proposal._replace(logdensity=jnp.where(is_nonfinite, -jnp.inf, proposal.logdensity))
+    log_ratio = proposal.logdensity - state.logdensity
+    if log_q_ratio is not None:  # MALA's asymmetric proposal; RWMH's is symmetric (no zero is added)
+        log_ratio = log_ratio + log_q_ratio
+    is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
+    acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
+    keep = is_accepted[:, None]
+    new_state = type(proposal)(*(jnp.where(keep if new.ndim == 2 else is_accepted, new, old)
+                                 for new, old in zip(proposal, state)))
+    info = StepInfo(
+        acceptance_rate=acceptance_rate,
+        is_accepted=is_accepted,
+        is_divergent=jnp.zeros((num_chains,), bool),
+        is_nonfinite=is_nonfinite,
+        num_gradient_evaluations=jnp.full((num_chains,), num_gradient_evaluations, jnp.int32),
+    )
+    return new_state, info
+
+
 _TARGET_DOC = "mean acceptance probability warmup adapts the step size towards"
 
 
@@ -263,7 +291,7 @@ class MALA(GradientKernel):
         parameters: StepSizeParameters,
         logdensity_fn: FlatLogDensity,
     ) -> tuple[GradientState, StepInfo]:
-        position, logdensity, grad = state
+        position, _, grad = state
         num_chains = position.shape[0]
         step_size = _as_column(parameters["step_size"])
         noise, uniform = self.numerics.normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype)
@@ -271,8 +299,6 @@ class MALA(GradientKernel):
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
         raw_logdensity, proposal_grad = _value_and_grad(logdensity_fn, proposal)
-        is_nonfinite = ~jnp.isfinite(raw_logdensity)
-        proposal_logdensity = jnp.where(is_nonfinite, -jnp.inf, raw_logdensity)
 
         # log q(x | x') − log q(x' | x) with x' − x = ε g + √(2ε) ξ and s = g + g' (g = ∇log p(x), g' = ∇log p(x')):
         # −|ε s + √(2ε) ξ|²/(4ε) + |ξ|²/2 = −Σ s (ε s / 4 + √(ε/2) ξ). One reduction instead of two,
@@ -280,25 +306,8 @@ class MALA(GradientKernel):
         summed_grad = grad + proposal_grad
         log_q_ratio = -jnp.sum(summed_grad * (0.25 * step_size * summed_grad + jnp.sqrt(0.5 * step_size) * noise),
                                axis=-1)
-        log_ratio = proposal_logdensity - logdensity + log_q_ratio
-        # NaN (e.g. from a NaN gradient) compares False: rejected, as it must be.
-        is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
-        acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
-
-        keep = is_accepted[:, None]
-        new_state = GradientState(
-            jnp.where(keep, proposal, position),
-            jnp.where(is_accepted, proposal_logdensity, logdensity),
-            jnp.where(keep, proposal_grad, grad),
-        )
-        info = StepInfo(
-            acceptance_rate=acceptance_rate,
-            is_accepted=is_accepted,
-            is_divergent=jnp.zeros((num_chains,), bool),
-            is_nonfinite=is_nonfinite,
-            num_gradient_evaluations=jnp.ones((num_chains,), jnp.int32),
-        )
-        return new_state, info
+        return _metropolis_step(state, GradientState(proposal, raw_logdensity, proposal_grad), log_uniform,
+                                log_q_ratio, num_gradient_evaluations=1)
 
     def initial_step_size(self, dim: int) -> float:
         return 0.1 * dim ** (-1.0 / 3.0)
@@ -323,31 +332,15 @@ class RWMH(ValueKernel):
         parameters: StepSizeParameters,
         logdensity_fn: FlatLogDensity,
     ) -> tuple[ValueState, StepInfo]:
-        position, logdensity = state
+        position = state.position
         num_chains = position.shape[0]
         # One Threefry block per word in the reproducible mode (see numerics.normal_and_uniform).
         noise, uniform = self.numerics.normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype,
                                                           paired=False)
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
-        raw_logdensity = jax.vmap(logdensity_fn)(proposal)
-        is_nonfinite = ~jnp.isfinite(raw_logdensity)
-        proposal_logdensity = jnp.where(is_nonfinite, -jnp.inf, raw_logdensity)
-        log_ratio = proposal_logdensity - logdensity
-        is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
-        acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
-        new_state = ValueState(
-            jnp.where(is_accepted[:, None], proposal, position),
-            jnp.where(is_accepted, proposal_logdensity, logdensity),
-        )
-        info = StepInfo(
-            acceptance_rate=acceptance_rate,
-            is_accepted=is_accepted,
-            is_divergent=jnp.zeros((num_chains,), bool),
-            is_nonfinite=is_nonfinite,
-            num_gradient_evaluations=jnp.zeros((num_chains,), jnp.int32),
-        )
-        return new_state, info
+        return _metropolis_step(state, ValueState(proposal, jax.vmap(logdensity_fn)(proposal)), log_uniform,
+                                log_q_ratio=None, num_gradient_evaluations=0)
 
     def initial_step_size(self, dim: int) -> float:
         return 2.38 / dim**0.5 * 0.5

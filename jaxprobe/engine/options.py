@@ -22,9 +22,9 @@ acceptance rate of 5 adapted the step size to 0 and froze every chain, and
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any, Mapping
+
+from jaxprobe._inputs import check_int, check_number
 
 __all__ = ["Option", "int_option", "float_option", "choice_option", "engine_field", "option_specs",
            "validate_options", "check_option_names"]
@@ -84,16 +84,12 @@ class Option:
             if not any(value == choice and type(value) is type(choice) for choice in self.choices):
                 raise ValueError(where)
             return value
-        if self.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"{where} ({type(value).__name__})")
-            value = int(value)
-        else:
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{where} ({type(value).__name__})")
-            value = float(value)
-            if not math.isfinite(value):
-                raise ValueError(where)
+        try:  # the type (and finiteness), as every numeric argument is checked; the message says more here
+            value = check_int(value, name) if self.kind == "int" else check_number(value, name)
+        except TypeError:
+            raise TypeError(f"{where} ({type(value).__name__})") from None
+        except ValueError:
+            raise ValueError(where) from None
         if self.minimum is not None and (value <= self.minimum if self.exclusive_minimum else value < self.minimum):
             raise ValueError(where)
         if self.maximum is not None and (value >= self.maximum if self.exclusive_maximum else value > self.maximum):

@@ -125,6 +125,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe.engine import streaming
 from jaxprobe.engine.streaming import (DEFAULT_MAX_COORDINATES, DIFFUSION_RATIO, FLAT_TOLERANCE,  # noqa: F401
                                        MIN_CHAINS_FOR_SPREAD, MIN_DRAWS_FOR_DIFFUSION, MIN_DRAWS_FOR_RHAT,
@@ -382,12 +383,12 @@ def _finite_or_none(values: np.ndarray, pick) -> tuple[float | None, int | None]
 
 
 def _check_thresholds(rhat_threshold: Any, min_ess: Any, max_coordinates: Any) -> None:
-    if isinstance(max_coordinates, bool) or not isinstance(max_coordinates, (int, np.integer)) or max_coordinates < 1:
-        raise ValueError(f"max_coordinates must be an int >= 1, got {max_coordinates!r}")
-    if rhat_threshold is not None and not float(rhat_threshold) >= 1.0:
-        raise ValueError(f"rhat_threshold must be >= 1, got {rhat_threshold!r}")
-    if min_ess is not None and not float(min_ess) >= 0.0:
-        raise ValueError(f"min_ess must be >= 0, got {min_ess!r}")
+    """:func:`assess`'s settings, refused by name before any work (inf thresholds stay allowed)."""
+    check_int(max_coordinates, "max_coordinates", minimum=1)
+    if rhat_threshold is not None:
+        check_number(rhat_threshold, "rhat_threshold", minimum=1.0, finite=False)
+    if min_ess is not None:
+        check_number(min_ess, "min_ess", minimum=0.0, finite=False)
 
 
 def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: float | None = None,

@@ -14,7 +14,6 @@ w = ∇f(x) / (f(x)(1 − f(x))), b = logit f(x) − w·x (and a multinomial one
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -23,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.extract.oracle import Oracle
 from jaxprobe.types import Array, ArrayTree
@@ -89,14 +89,11 @@ def distill(oracle: Oracle, student: Any, student_params: ArrayTree, queries: An
     apply = _student_apply(student)
     if explanation not in EXPLANATIONS:
         raise ValueError(f"explanation must be one of {EXPLANATIONS}, got {explanation!r}")
-    for name, value in (("steps", steps), ("smoothgrad_samples", smoothgrad_samples)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    steps = check_int(steps, "steps", minimum=1)
+    smoothgrad_samples = check_int(smoothgrad_samples, "smoothgrad_samples", minimum=1)
     for name, value, allow_zero in (("lam", lam, True), ("learning_rate", learning_rate, False),
                                     ("smoothgrad_std", smoothgrad_std, False)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-                or value < 0 or (value == 0 and not allow_zero):
-            raise ValueError(f"{name} must be a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+        check_number(value, name, minimum=0.0, exclusive_minimum=not allow_zero)
     queries = np.asarray(queries)
     if queries.ndim != 2 or queries.shape[1] != oracle.input_dim:
         raise ValueError(f"queries must have shape (n, {oracle.input_dim}), got {queries.shape}")

@@ -18,7 +18,6 @@ results are replaced by zeros inside the oracle, so the caller cannot use them.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable
 
 import jax
@@ -123,11 +122,13 @@ class Oracle:
             raise ValueError(f"output must be None for a victim with a scalar output, got {output!r}")
         if output == "all":
             return "all"
-        if isinstance(output, bool) or not isinstance(output, numbers.Integral) \
-                or not 0 <= output < self.num_outputs:
-            raise ValueError(f"output must be {_OUTPUT_CHOICES} with 0 <= index < {self.num_outputs}, "
-                             f"got {output!r}")
-        return int(output)
+        expected = f"output must be {_OUTPUT_CHOICES} with 0 <= index < {self.num_outputs}, got {output!r}"
+        if isinstance(output, str):  # a name other than 'all': a wrong value, not a wrong type
+            raise ValueError(expected)
+        index = check_int(output, "output")  # a bool or a float such as 1.0: a TypeError
+        if not 0 <= index < self.num_outputs:
+            raise ValueError(expected)
+        return index
 
     # ------------------------------------------------------------------ public queries
     def value(self, x: Any) -> Array:

@@ -12,14 +12,13 @@ engine, so every sampler, the many-chain runner, chunking, checkpoints and shard
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 from jaxprobe.engine import Samples
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
@@ -163,9 +162,8 @@ def generate(
         ``samples`` (latents ``(chain, draw, latent_dim)``, diagnostics) and ``images`` = φ(z) per draw.
     """
     _, vae_latent_dim, _ = _decoder_fn(decoder)
-    if latent_dim is not None and (isinstance(latent_dim, bool) or not isinstance(latent_dim, numbers.Integral)
-                                   or latent_dim < 1):
-        raise ValueError(f"latent_dim must be an int >= 1, got {latent_dim!r}")
+    if latent_dim is not None:
+        latent_dim = check_int(latent_dim, "latent_dim", minimum=1)
     if vae_latent_dim is not None:
         if latent_dim is not None and latent_dim != vae_latent_dim:
             raise ValueError(f"latent_dim={latent_dim} but the VAE's latent dimension is {vae_latent_dim}")
@@ -217,10 +215,10 @@ def latent_walk(
     start = as_float_array(start, "start", dtype="positions")  # an array or a list; the working dtype
     if start.ndim != 1:
         raise ValueError(f"start must be one latent (latent_dim,), got shape {start.shape}")
-    if isinstance(num_steps, bool) or not isinstance(num_steps, numbers.Integral) or num_steps < 1:
-        raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
-    if isinstance(thin, bool) or not isinstance(thin, numbers.Integral) or thin < 1 or num_steps % thin:
-        raise ValueError(f"thin must be an int >= 1 dividing num_steps={num_steps}, got {thin!r}")
+    num_steps = check_int(num_steps, "num_steps", minimum=1)
+    thin = check_int(thin, "thin", minimum=1)
+    if num_steps % thin:
+        raise ValueError(f"thin must divide num_steps={num_steps}, got {thin!r}")
     walk = generate(rng_key, probe, decoder, temperature=temperature, num_chains=1, num_samples=num_steps // thin,
                     init=start[None],
                     sampler=sampler, num_warmup=0, step_size=step_size, thin=thin, progress=False)

@@ -19,7 +19,6 @@ jitted ``lax.scan``; mini-batches are drawn without replacement within each epoc
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import Any, Callable, Sequence
 
@@ -30,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxprobe._inputs import check_int
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import canonicalize_key
 from jaxprobe.engine.compiled import jit_bounded
@@ -53,20 +52,19 @@ class VAEConfig:
 
     def __post_init__(self):
         shape = tuple(self.image_shape)
-        if len(shape) != 2 or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 4 or s % 4
-                                  for s in shape):
+        if len(shape) == 2:
+            shape = tuple(check_int(size, f"image_shape[{axis}]") for axis, size in enumerate(shape))
+        if len(shape) != 2 or any(size < 4 or size % 4 for size in shape):
             raise ValueError(f"image_shape must be (H, W) with H and W multiples of 4 (two stride-2 layers), "
                              f"got {self.image_shape!r}")
-        if isinstance(self.latent_dim, bool) or not isinstance(self.latent_dim, numbers.Integral) \
-                or self.latent_dim < 1:
-            raise ValueError(f"latent_dim must be an int >= 1, got {self.latent_dim!r}")
+        latent_dim = check_int(self.latent_dim, "latent_dim", minimum=1)
         features = tuple(self.features)
-        if len(features) != 2 or any(isinstance(f, bool) or not isinstance(f, numbers.Integral) or f < 1
-                                     for f in features):
+        if len(features) != 2:
             raise ValueError(f"features must be two positive ints (the paper's (32, 64)), got {self.features!r}")
-        object.__setattr__(self, "image_shape", tuple(int(s) for s in shape))
-        object.__setattr__(self, "latent_dim", int(self.latent_dim))
-        object.__setattr__(self, "features", tuple(int(f) for f in features))
+        features = tuple(check_int(width, f"features[{layer}]", minimum=1) for layer, width in enumerate(features))
+        object.__setattr__(self, "image_shape", shape)
+        object.__setattr__(self, "latent_dim", latent_dim)
+        object.__setattr__(self, "features", features)
 
     @property
     def num_pixels(self) -> int:
@@ -301,9 +299,8 @@ def train_vae(
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     if batch_size > images.shape[0]:
         raise ValueError(f"batch_size={batch_size} exceeds the number of images {images.shape[0]}")
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real) or not learning_rate > 0:
-        raise ValueError(f"learning_rate must be a real number > 0, got {learning_rate!r}")
-    params, losses = _train(rng_key, jnp.asarray(images), config, num_steps, batch_size, float(learning_rate))
+    learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, exclusive_minimum=True)
+    params, losses = _train(rng_key, jnp.asarray(images), config, num_steps, batch_size, learning_rate)
     return VAE(config, jax.device_get(params)), np.asarray(losses)
 
 

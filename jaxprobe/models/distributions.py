@@ -7,13 +7,13 @@ evaluates all of them with a single ``vmap``, and an optional ``center`` θ*.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe.types import ArrayTree, PRNGKey
 
 __all__ = ["PointMass", "GaussianPerturbation", "Ensemble", "PosteriorSamples", "num_draws"]
@@ -71,10 +71,8 @@ class GaussianPerturbation:
 
     def __post_init__(self):
         _check_params(self.params)
-        if isinstance(self.sigma, bool) or not isinstance(self.sigma, numbers.Real) or not self.sigma > 0:
-            raise ValueError(f"sigma must be a real number > 0, got {self.sigma!r}")
-        if isinstance(self.num_draws, bool) or not isinstance(self.num_draws, numbers.Integral) or self.num_draws < 1:
-            raise ValueError(f"num_draws must be an int >= 1, got {self.num_draws!r}")
+        check_number(self.sigma, "sigma", minimum=0.0, exclusive_minimum=True)
+        object.__setattr__(self, "num_draws", check_int(self.num_draws, "num_draws", minimum=1))
         leaves, treedef = jax.tree_util.tree_flatten(self.params)
         keys = jax.random.split(self.rng_key, len(leaves))
         draws = [
@@ -144,8 +142,7 @@ class PosteriorSamples:
 
     @classmethod
     def from_samples(cls, samples: Any, num_draws: int, center: ArrayTree | None = None) -> "PosteriorSamples":
-        if isinstance(num_draws, bool) or not isinstance(num_draws, numbers.Integral) or num_draws < 1:
-            raise ValueError(f"num_draws must be an int >= 1, got {num_draws!r}")
+        num_draws = check_int(num_draws, "num_draws", minimum=1)
         total = samples.num_chains * samples.num_draws
         if num_draws > total:
             raise ValueError(f"num_draws={num_draws} exceeds the {total} draws in samples")

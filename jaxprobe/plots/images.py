@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxprobe._inputs import check_int
 from jaxprobe._io import atomic_write
 
 __all__ = ["image_grid", "latent_walk_strip"]
@@ -45,8 +46,7 @@ def image_grid(images: Any, path: str | os.PathLike, *, num_columns: int = 8, ti
     import matplotlib.pyplot as plt
 
     images = _as_images(images, image_shape)
-    if isinstance(num_columns, bool) or not isinstance(num_columns, int) or num_columns < 1:
-        raise ValueError(f"num_columns must be an int >= 1, got {num_columns!r}")
+    num_columns = check_int(num_columns, "num_columns", minimum=1)
     if titles is not None and len(titles) != len(images):
         raise ValueError(f"titles must have one entry per image ({len(images)}), got {len(titles)}")
     num_columns = min(num_columns, len(images))
@@ -75,8 +75,7 @@ def latent_walk_strip(images: Any, path: str | os.PathLike, *, labels: Sequence[
     images = _as_images(images, image_shape)
     if labels is not None and len(labels) != len(images):
         raise ValueError(f"labels must have one entry per image ({len(images)}), got {len(labels)}")
-    if isinstance(max_images, bool) or not isinstance(max_images, int) or max_images < 2:
-        raise ValueError(f"max_images must be an int >= 2, got {max_images!r}")
+    max_images = check_int(max_images, "max_images", minimum=2)
     frames = np.unique(np.linspace(0, len(images) - 1, min(max_images, len(images))).round().astype(int))
     image_grid(images[frames], path, num_columns=len(frames), title=title,
                titles=None if labels is None else [labels[i] for i in frames])

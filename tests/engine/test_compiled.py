@@ -59,8 +59,11 @@ def test_donated_arguments_by_position_or_name():
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match=r"no parameter\(s\) \['scale'\]"):
         jit_bounded(lambda x: x, static_argnames=("scale",))
-    with pytest.raises(ValueError, match="maxsize must be a positive int"):
+    with pytest.raises(ValueError, match="maxsize must be >= 1"):
         jit_bounded(lambda x, s: x, static_argnames=("s",), maxsize=0)
+    with pytest.raises(TypeError, match="maxsize must be an int, got float"):
+        jit_bounded(lambda x, s: x, static_argnames=("s",), maxsize=2.0)
+    assert jit_bounded(lambda x, s: x, static_argnames=("s",), maxsize=np.int32(2)).maxsize == 2
     apply = jit_bounded(lambda x, fn: x, static_argnames=("fn",))
     with pytest.raises(TypeError, match=r"static arguments \('fn',\) must be hashable"):
         apply(jnp.ones(2), [1, 2])

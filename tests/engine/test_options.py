@@ -109,6 +109,7 @@ def test_good_options_are_stored_in_their_canonical_type():
     assert type(kernel.num_integration_steps) is int and type(kernel.divergence_threshold) is float
     assert hash(kernel) == hash(make_kernel("hmc", num_integration_steps=5, divergence_threshold=500.0))
     assert make_kernel("smc", {"num_groups": None}).num_groups is None
+    assert make_kernel("hmc", {"num_integration_steps": np.array(5)}) == make_kernel("hmc", num_integration_steps=5)
 
 
 @pytest.mark.parametrize("sampler, options, error", ISSUE_CASES)

@@ -224,11 +224,14 @@ def test_sample_and_generate_under_jit_name_the_engine_core():
 def test_engine_run_checks_its_arguments_and_takes_int_keys():
     kernel = MALA()
     state = core.init(kernel, std_normal, jnp.zeros((4, 2)))
-    for thin in (0, -1, 1.5):
-        with pytest.raises(ValueError, match="thin must be an int >= 1"):
+    for thin, error, match in ((0, ValueError, "thin must be >= 1"), (-1, ValueError, "thin must be >= 1"),
+                               (1.5, TypeError, "thin must be an int, got float")):
+        with pytest.raises(error, match=match):
             core.run(0, state, kernel, std_normal, 5, thin)
-    with pytest.raises(ValueError, match="num_draws must be an int >= 1"):
+    with pytest.raises(ValueError, match="num_draws must be >= 1"):
         core.run(0, state, kernel, std_normal, 0)
+    with pytest.raises(TypeError, match="num_draws must be an int, got the string"):
+        core.run_monitored(0, state, kernel, std_normal, "5", 1, None, None, 0)
     by_int = core.run(7, state, kernel, std_normal, 5)[1].position
     by_key = core.run(jax.random.key(7), state, kernel, std_normal, 5)[1].position
     np.testing.assert_array_equal(by_int, by_key)

@@ -73,6 +73,8 @@ def test_default_thresholds_follow_stan_for_few_chains_and_relax_for_many():
         assess(make_samples(np.zeros((2, 8, 1))), rhat_threshold=0.9)
     with pytest.raises(ValueError, match="min_ess must be >= 0"):
         assess(make_samples(np.zeros((2, 8, 1))), min_ess=-1)
+    with pytest.raises(TypeError, match="rhat_threshold must be a real number, got the string"):
+        assess(make_samples(np.zeros((2, 8, 1))), rhat_threshold="1.2")  # was read as 1.2
 
 
 # ---------------------------------------------------------------- (a) converged runs
@@ -250,6 +252,8 @@ def test_coordinate_cap_keeps_the_worst_coordinate_and_names_pytree_leaves():
     assert any("16 of 770 position coordinates" in note for note in verdict.notes)
     with pytest.raises(ValueError, match="max_coordinates"):
         assess(make_samples(positions), max_coordinates=0)
+    with pytest.raises(TypeError, match="max_coordinates must be an int, got float"):
+        assess(make_samples(positions), max_coordinates=16.0)
 
 
 # ---------------------------------------------------------------- (f) policies

@@ -88,6 +88,10 @@ def test_bad_arguments():
         distill(oracle, student, init, np.zeros((3, D)), explanation="lime")
     with pytest.raises(ValueError, match="lam"):
         distill(oracle, student, init, np.zeros((3, D)), lam=-1.0)
+    with pytest.raises(TypeError, match="steps must be an int, got float"):
+        distill(oracle, student, init, np.zeros((3, D)), steps=10.0)
+    with pytest.raises(TypeError, match="learning_rate must be a real number, got the string"):
+        distill(oracle, student, init, np.zeros((3, D)), learning_rate="0.1")
     with pytest.raises(TypeError, match="student"):
         distill(oracle, 3, init, np.zeros((3, D)))
     assert oracle.num_value_queries == oracle.num_gradient_queries == 0

@@ -99,6 +99,10 @@ def test_bad_input_is_rejected_before_any_query(classifier):
         classifier.value(np.full((1, D), np.nan))
     with pytest.raises(ValueError, match="output"):
         classifier.gradient(np.zeros((1, D)), output=K)
+    with pytest.raises(TypeError, match="output must be an int, got float"):
+        classifier.gradient(np.zeros((1, D)), output=1.0)
+    with pytest.raises(ValueError, match="output must be None"):
+        classifier.gradient(np.zeros((1, D)), output="first")
     with pytest.raises(ValueError, match="num_samples"):
         classifier.smoothgrad(jax.random.key(0), np.zeros((1, D)), num_samples=0)
     with pytest.raises(ValueError, match="scheme"):

@@ -124,6 +124,9 @@ def test_training_is_one_scan_compiled_once(digits, compile_counter):
     ({"num_steps": 0}, "num_steps"),
     ({"latent_dim": 0}, "latent_dim"),
     ({"learning_rate": -1.0}, "learning_rate"),
+    ({"learning_rate": "0.1"}, "learning_rate must be a real number, got the string"),
+    ({"num_steps": 2.0}, "num_steps must be an int, got float"),
+    ({"features": (4, 8.0)}, r"features\[1\] must be an int, got float"),
 ])
 def test_train_vae_rejects_bad_input(kwargs, error):
     arguments = {"images": np.zeros((10, 8, 8), np.float32), "num_steps": 2, "batch_size": 4}
@@ -254,6 +257,10 @@ def test_image_grid_and_walk_strip_write_png(tmp_path, digits):
         jaxprobe.plots.image_grid(images, tmp_path / "bad.png", titles=["a"])
     with pytest.raises(ValueError, match="image_shape"):
         jaxprobe.plots.image_grid(images.reshape(10, 64), tmp_path / "bad.png")
+    with pytest.raises(TypeError, match="num_columns must be an int, got float"):
+        jaxprobe.plots.image_grid(images, tmp_path / "bad.png", num_columns=5.0)
+    with pytest.raises(ValueError, match="max_images must be >= 2, got 1"):
+        jaxprobe.plots.latent_walk_strip(images, tmp_path / "bad.png", max_images=1)
 
 
 # ------------------------------------------------------------------ the committed MNIST checkpoints
