@@ -40,12 +40,12 @@ key, the expected form, and the line of the file where it was found.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from jaxprobe._inputs import check_int, check_number
 from jaxprobe.engine.numerics import MODES as NUMERICS_MODES
 from jaxprobe.engine.registry import known_samplers, make_kernel, whole_run_sampler
 
@@ -163,20 +163,26 @@ class Key:
     required: bool = False
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _accepted_by(check: Callable[..., Any], **bounds: Any) -> Callable[[Any], bool]:
+    """A key's check made of a shared validator (:func:`jaxprobe._inputs.check_int` / ``check_number``): whether
+    it accepts the value. A file's mistakes stay ConfigErrors naming the key's expected form."""
 
+    def accepts(value: Any) -> bool:
+        try:
+            check(value, "value", **bounds)
+        except (TypeError, ValueError):
+            return False
+        return True
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    return accepts
 
 
 def _int_at_least(minimum: int) -> Callable[[Any], bool]:
-    return lambda v: _is_int(v) and v >= minimum
+    return _accepted_by(check_int, minimum=minimum)
 
 
-def _positive(v: Any) -> bool:
-    return _is_number(v) and v > 0
+_is_number = _accepted_by(check_number)  # a finite real number (not a bool)
+_positive = _accepted_by(check_number, minimum=0, exclusive_minimum=True)
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
@@ -216,7 +222,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "data": {
         "name": Key("a bundled data set name (jaxprobe.datasets.available())", _string, required=True),
         "options": Key("a table of loader options, e.g. { threshold = 100 }", _table, {}),
-        "test_fraction": Key("a number in (0, 1)", lambda v: _is_number(v) and 0 < v < 1, 0.25),
+        "test_fraction": Key("a number in (0, 1)", _accepted_by(check_number, minimum=0, maximum=1,
+                                                            exclusive_minimum=True, exclusive_maximum=True), 0.25),
         "split_seed": Key("an int >= 0", _int_at_least(0), 0),
     },
     "model": _model_section(),
@@ -224,17 +231,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "probe": {
         "type": Key(f"one of {', '.join(PROBE_TYPES)}", _one_of(PROBE_TYPES), required=True),
         "alpha": Key("a number (prediction_risky: the output value to be undecided about)", _is_number, 0.5),
-        "r": Key("a number >= 1 (prediction_risky exponent)", lambda v: _is_number(v) and v >= 1, 2),
-        "target": Key("a class index (int >= 0), or a number for regression (fixed_label)",
-                      lambda v: _is_number(v)),
+        "r": Key("a number >= 1 (prediction_risky exponent)", _accepted_by(check_number, minimum=1), 2),
+        "target": Key("a class index (int >= 0), or a number for regression (fixed_label)", _is_number),
         "loss": Key("one of cross_entropy, squared, similarity", _one_of(("cross_entropy", "squared", "similarity"))),
         "sigma": Key("a number > 0 (parameter_sensitive: q(θ) = N(θ*, σ² I))", _positive, 0.1),
         "num_draws": Key("an int >= 1 (parameter_sensitive: draws of θ)", _int_at_least(1), 16),
     },
     "localize": {
         "anchor": Key("an int >= 0: a row of the test split", _int_at_least(0), required=True),
-        "weight": Key("a number >= 0", lambda v: _is_number(v) and v >= 0, 1.0),
-        "r": Key("a number >= 1", lambda v: _is_number(v) and v >= 1, 2),
+        "weight": Key("a number >= 0", _accepted_by(check_number, minimum=0), 1.0),
+        "r": Key("a number >= 1", _accepted_by(check_number, minimum=1), 2),
     },
     "constraints": {
         "fixed": Key("a list of feature names held at the anchor's values, e.g. [\"race\"]", _string_list, []),
@@ -372,77 +378,12 @@ def parse_config(text: str, *, path: str | None = None, sweep: bool | None = Fal
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{where}: not valid TOML: {error}") from None
-    lines = _Lines(text)
+    fail = _failure_at(_Lines(text), where)
     if sweep is None:
         sweep = "sweep" in document
-
-    def fail(section: str | None, key: str | None, message: str) -> ConfigError:
-        number = lines.find(section, key) if section else None
-        location = f"{where}:{number}" if number else where
-        name = f"[{section}] {key}" if key else f"[{section}]" if section else "file"
-        return ConfigError(f"{location}: {name}: {message}")
-
-    unknown = sorted(set(document) - set(SCHEMA))
-    if unknown:
-        raise fail(unknown[0], None, f"unknown section; expected one of {', '.join(f'[{s}]' for s in SCHEMA)}")
-    for required in ("data", "model", "probe", "sampler"):
-        if required not in document:
-            raise fail(None, None, f"missing section [{required}]")
-    if sweep and "sweep" not in document:
-        raise fail(None, None, "missing section [sweep] with a [sweep.grid] table of \"section.key\" = [values]")
-    if not sweep and "sweep" in document:
-        raise fail("sweep", None, "a [sweep] section is for `jaxprobe sweep`; `jaxprobe run` runs one probe")
-
-    sections: dict[str, dict[str, Any]] = {}
-    for section, content in document.items():
-        if not isinstance(content, dict):
-            raise fail(section, None, "must be a table ([section] followed by key = value lines)")
-        schema = SCHEMA[section]
-        checked = {}
-        for key, value in content.items():
-            if key not in schema:
-                if section == "sweep" and isinstance(value, dict):
-                    raise fail(section, key, "unknown table; the grid goes in [sweep.grid]")
-                raise fail(section, key, f"unknown key; expected one of {', '.join(schema)}")
-            if not schema[key].check(value):
-                raise fail(section, key, f"must be {schema[key].expected}, got {value!r}")
-            checked[key] = value
-        for key, spec in schema.items():
-            if key not in checked:
-                if spec.required:
-                    raise fail(section, None, f"missing key {key!r} ({spec.expected})")
-                checked[key] = spec.default
-        sections[section] = checked
-
-    for section in ("constraints", "prior", "output"):  # optional sections: all defaults
-        sections.setdefault(section, {key: spec.default for key, spec in SCHEMA[section].items()})
-
-    grid: dict[str, list[Any]] = {}
-    if sweep:
-        for dotted, values in sections["sweep"]["grid"].items():
-            section_key = ("sweep.grid", dotted)
-            if "." not in dotted:
-                raise fail(*section_key, "an axis is named \"section.key\", e.g. \"sampler.temperature\"")
-            section, key = dotted.split(".", 1)
-            if section in ("sweep", "output") or section not in SCHEMA or key not in SCHEMA[section]:
-                raise fail(*section_key, "names no configurable key; axes are \"section.key\" of "
-                                         "[data], [model], [compare], [probe], [localize], [constraints], [prior] "
-                                         "or [sampler]")
-            if not isinstance(values, list) or not values:
-                raise fail(*section_key, "must be a non-empty list of values")
-            spec = SCHEMA[section][key]
-            for index, value in enumerate(values):
-                if not spec.check(value):
-                    raise fail(*section_key, f"value {index} must be {spec.expected}, got {value!r}")
-            if section not in sections:  # an axis may introduce an optional section, e.g. localize.weight
-                if any(v.required and k != key for k, v in SCHEMA[section].items()):
-                    missing = [k for k, v in SCHEMA[section].items() if v.required and k != key]
-                    raise fail(*section_key, f"needs a [{section}] section with {', '.join(missing)}")
-                sections[section] = {k: v.default for k, v in SCHEMA[section].items()}
-            grid[dotted] = values
-        for axis in sections["sweep"]["static"]:
-            if axis not in grid:
-                raise fail("sweep", "static", f"{axis!r} is not an axis of [sweep.grid]")
+    _check_section_names(document, sweep, fail)
+    sections = _checked_sections(document, fail)
+    grid = _checked_grid(sections, fail) if sweep else {}
 
     output = sections["output"]
     if not output["keep_draws"] and not sweep:  # a sweep's plot is of its table, which needs no draws
@@ -454,11 +395,104 @@ def parse_config(text: str, *, path: str | None = None, sweep: bool | None = Fal
     return Config(sections, grid, path)
 
 
-def _check_meaning(sections, grid, fail) -> None:
+#: ``fail(section, key, message)``: the :class:`ConfigError` to raise, naming the file, line and key.
+_Fail = Callable[..., ConfigError]
+
+
+def _failure_at(lines: _Lines, where: str) -> _Fail:
+    """The ``fail`` of the file ``where``: each error names the file, the line of ``[section] key`` and the key."""
+
+    def fail(section: str | None, key: str | None, message: str) -> ConfigError:
+        number = lines.find(section, key) if section else None
+        location = f"{where}:{number}" if number else where
+        name = f"[{section}] {key}" if key else f"[{section}]" if section else "file"
+        return ConfigError(f"{location}: {name}: {message}")
+
+    return fail
+
+
+def _check_section_names(document: dict[str, Any], sweep: bool, fail: _Fail) -> None:
+    """Only known sections, the required ones present, and a [sweep] section exactly when a sweep is read."""
+    unknown = sorted(set(document) - set(SCHEMA))
+    if unknown:
+        raise fail(unknown[0], None, f"unknown section; expected one of {', '.join(f'[{s}]' for s in SCHEMA)}")
+    for required in ("data", "model", "probe", "sampler"):
+        if required not in document:
+            raise fail(None, None, f"missing section [{required}]")
+    if sweep and "sweep" not in document:
+        raise fail(None, None, "missing section [sweep] with a [sweep.grid] table of \"section.key\" = [values]")
+    if not sweep and "sweep" in document:
+        raise fail("sweep", None, "a [sweep] section is for `jaxprobe sweep`; `jaxprobe run` runs one probe")
+
+
+def _checked_sections(document: dict[str, Any], fail: _Fail) -> dict[str, dict[str, Any]]:
+    """Every section's keys checked against :data:`SCHEMA`, defaults filled in (optional sections: all defaults)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for section, content in document.items():
+        if not isinstance(content, dict):
+            raise fail(section, None, "must be a table ([section] followed by key = value lines)")
+        sections[section] = _checked_keys(section, content, fail)
+    for section in ("constraints", "prior", "output"):  # optional sections: all defaults
+        sections.setdefault(section, {key: spec.default for key, spec in SCHEMA[section].items()})
+    return sections
+
+
+def _checked_keys(section: str, content: dict[str, Any], fail: _Fail) -> dict[str, Any]:
+    """One section's keys: each known and of its expected form; a missing one is required or takes its default."""
+    schema = SCHEMA[section]
+    checked = {}
+    for key, value in content.items():
+        if key not in schema:
+            if section == "sweep" and isinstance(value, dict):
+                raise fail(section, key, "unknown table; the grid goes in [sweep.grid]")
+            raise fail(section, key, f"unknown key; expected one of {', '.join(schema)}")
+        if not schema[key].check(value):
+            raise fail(section, key, f"must be {schema[key].expected}, got {value!r}")
+        checked[key] = value
+    for key, spec in schema.items():
+        if key not in checked:
+            if spec.required:
+                raise fail(section, None, f"missing key {key!r} ({spec.expected})")
+            checked[key] = spec.default
+    return checked
+
+
+def _checked_grid(sections: dict[str, dict[str, Any]], fail: _Fail) -> dict[str, list[Any]]:
+    """The [sweep.grid] axes: each a configurable ``"section.key"`` with a non-empty list of values of its key's
+    form (an axis of an optional section adds the section, with its defaults); [sweep] static names axes."""
+    grid: dict[str, list[Any]] = {}
+    for dotted, values in sections["sweep"]["grid"].items():
+        section_key = ("sweep.grid", dotted)
+        if "." not in dotted:
+            raise fail(*section_key, "an axis is named \"section.key\", e.g. \"sampler.temperature\"")
+        section, key = dotted.split(".", 1)
+        if section in ("sweep", "output") or section not in SCHEMA or key not in SCHEMA[section]:
+            raise fail(*section_key, "names no configurable key; axes are \"section.key\" of "
+                                     "[data], [model], [compare], [probe], [localize], [constraints], [prior] "
+                                     "or [sampler]")
+        if not isinstance(values, list) or not values:
+            raise fail(*section_key, "must be a non-empty list of values")
+        spec = SCHEMA[section][key]
+        for index, value in enumerate(values):
+            if not spec.check(value):
+                raise fail(*section_key, f"value {index} must be {spec.expected}, got {value!r}")
+        if section not in sections:  # an axis may introduce an optional section, e.g. localize.weight
+            if any(v.required and k != key for k, v in SCHEMA[section].items()):
+                missing = [k for k, v in SCHEMA[section].items() if v.required and k != key]
+                raise fail(*section_key, f"needs a [{section}] section with {', '.join(missing)}")
+            sections[section] = {k: v.default for k, v in SCHEMA[section].items()}
+        grid[dotted] = values
+    for axis in sections["sweep"]["static"]:
+        if axis not in grid:
+            raise fail("sweep", "static", f"{axis!r} is not an axis of [sweep.grid]")
+    return grid
+
+
+def _check_meaning(sections: dict[str, dict[str, Any]], grid: dict[str, list[Any]], fail: _Fail) -> None:
     """Checks across keys: data set names, models for each probe type, anchors, fixed features."""
     from jaxprobe import datasets
 
-    def values(dotted):  # every value a key takes in the run or the sweep
+    def values(dotted: str) -> list[Any]:  # every value a key takes in the run or the sweep
         section, key = dotted.split(".", 1)
         return grid.get(dotted, [sections.get(section, {}).get(key)])
 
@@ -466,24 +500,43 @@ def _check_meaning(sections, grid, fail) -> None:
         if name not in datasets.available():
             where = ("sweep.grid", "data.name") if "data.name" in grid else ("data", "name")
             raise fail(*where, f"unknown data set {name!r}; expected one of {', '.join(datasets.available())}")
-
     for section in ("model", "compare"):
-        if section not in sections:
-            continue
-        model = sections[section]
-        kinds = [k for k in values(f"{section}.kind") if k is not None]
-        if kinds and model.get("path"):
-            raise fail(section, "path", "give either kind or path, not both")
-        if not kinds and not model.get("path"):
-            raise fail(section, None, "needs kind = \"...\" (fitted here) or path = \"...\" (a saved network)")
-        if model.get("path"):
-            if not model["path"].endswith((".npz", ".msgpack")):
-                raise fail(section, "path", "must end in .npz or .msgpack (pickle files are never loaded)")
-            if model.get("output") is None:
-                raise fail(section, "output", f"a saved network needs output = one of {', '.join(OUTPUTS)}")
-            if not os.path.isfile(model["path"]) or not os.access(model["path"], os.R_OK):
-                raise fail(section, "path", f"{model['path']!r} is not a readable file (paths are relative to the "
-                                            f"folder jaxprobe runs in, {os.getcwd()})")
+        if section in sections:
+            _check_model(section, sections[section], values(f"{section}.kind"), fail)
+    _check_probe_types(sections, grid, values, fail)
+    _check_grid_axes_are_read(sections, grid, values, fail)
+    _check_loss(sections["probe"], values, fail)
+    _check_grid_has_no_tables(grid, fail)
+    _check_samplers(sections, values, fail)
+    widest = _check_fixed_features(sections, values, fail)
+    _check_observables(sections, grid, fail, values)
+    _check_draws_fit_in_memory(sections, values, widest, fail)
+    if sections["constraints"]["fixed"] and "localize" not in sections:
+        raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
+                                           "section with anchor = <row of the test split>")
+
+
+def _check_model(section: str, model: dict[str, Any], kinds: list[Any], fail: _Fail) -> None:
+    """[model] / [compare]: a kind fitted here (``kinds``: every value of its kind) or a readable saved network
+    (.npz / .msgpack, never a pickle) with its output layer, not both."""
+    kinds = [k for k in kinds if k is not None]
+    if kinds and model.get("path"):
+        raise fail(section, "path", "give either kind or path, not both")
+    if not kinds and not model.get("path"):
+        raise fail(section, None, "needs kind = \"...\" (fitted here) or path = \"...\" (a saved network)")
+    if model.get("path"):
+        if not model["path"].endswith((".npz", ".msgpack")):
+            raise fail(section, "path", "must end in .npz or .msgpack (pickle files are never loaded)")
+        if model.get("output") is None:
+            raise fail(section, "output", f"a saved network needs output = one of {', '.join(OUTPUTS)}")
+        if not os.path.isfile(model["path"]) or not os.access(model["path"], os.R_OK):
+            raise fail(section, "path", f"{model['path']!r} is not a readable file (paths are relative to the "
+                                        f"folder jaxprobe runs in, {os.getcwd()})")
+
+
+def _check_probe_types(sections: dict[str, dict[str, Any]], grid: dict[str, list[Any]],
+                       values: Callable[[str], list[Any]], fail: _Fail) -> None:
+    """What each probe type needs: a [compare] model, a target label, a model with parameters θ."""
     probe = sections["probe"]
     for probe_type in values("probe.type"):
         if probe_type == "model_contrast" and "compare" not in sections:
@@ -495,8 +548,12 @@ def _check_meaning(sections, grid, fail) -> None:
                 if kind is not None and kind not in ("logistic_regression", "mlp"):
                     raise fail("model", "kind", "parameter_sensitive needs a model with parameters θ: "
                                                 "logistic_regression, mlp or a saved network (path)")
-    # A grid axis over a key that none of its cells reads would give identical cells under different labels
-    # (what string axes did before they were applied): refused, naming who reads the key.
+
+
+def _check_grid_axes_are_read(sections: dict[str, dict[str, Any]], grid: dict[str, list[Any]],
+                              values: Callable[[str], list[Any]], fail: _Fail) -> None:
+    """A grid axis over a key that none of its cells reads would give identical cells under different labels
+    (what string axes did before they were applied): refused, naming who reads the key."""
     types = set(values("probe.type"))
     for dotted in grid:
         section, key = dotted.split(".", 1)
@@ -509,18 +566,30 @@ def _check_meaning(sections, grid, fail) -> None:
         if section in ("model", "compare") and key in ("activation", "output") and not sections[section].get("path"):
             raise fail("sweep.grid", dotted, f"{key} is read for a saved network (path = ...) only: every cell "
                                              "would be the same")
+
+
+def _check_loss(probe: dict[str, Any], values: Callable[[str], list[Any]], fail: _Fail) -> None:
+    """The [probe] loss fits every probe type; left out, it becomes the probe type's default."""
     for probe_type in values("probe.type"):
         loss = probe.get("loss")
         if loss == "similarity" and probe_type in ("fixed_label",):
             raise fail("probe", "loss", "fixed_label takes loss cross_entropy or squared")
     if probe.get("loss") is None:
         probe["loss"] = _DEFAULT_LOSS.get(probe["type"], "cross_entropy")
+
+
+def _check_grid_has_no_tables(grid: dict[str, list[Any]], fail: _Fail) -> None:
+    """Options tables and the numerics mode are set once per sweep, never a grid axis."""
     for dotted in ("sampler.options", "model.options", "compare.options", "data.options"):
         if dotted in grid:  # tables are no grid values (cell ids, the results table): one sweep per table
             raise fail("sweep.grid", dotted, f"options tables are not a grid axis: set them once in "
                                              f"[{dotted.split('.')[0]}] options (one sweep per table)")
     if "sampler.numerics" in grid:
         raise fail("sweep.grid", "sampler.numerics", "numerics is not a grid axis: set it once in [sampler] numerics")
+
+
+def _check_samplers(sections: dict[str, dict[str, Any]], values: Callable[[str], list[Any]], fail: _Fail) -> None:
+    """Each sampler takes the [sampler] options, and no gradient-based sampler meets a piecewise constant model."""
     for name in values("sampler.name"):  # each sampler's options, checked as sample() checks sampler_options
         try:
             if whole_run_sampler(name) is not None:  # a whole-run sampler (jaxprobe.samplers) checks its own
@@ -534,6 +603,14 @@ def _check_meaning(sections, grid, fail) -> None:
                                       for s in values("sampler.name")):
             raise fail("model", "kind", f"{kind} is piecewise constant (zero gradient): use it as the [compare] "
                                         "model, or sampler name = \"rwmh\"")
+
+
+def _check_fixed_features(sections: dict[str, dict[str, Any]], values: Callable[[str], list[Any]],
+                          fail: _Fail) -> int:
+    """The [constraints] fixed features are features of every data set used; returns the widest data set's
+    number of features (what a kept draw holds)."""
+    from jaxprobe import datasets
+
     widest = 0
     for data_name in values("data.name"):
         dataset = datasets.load(data_name)
@@ -542,8 +619,12 @@ def _check_meaning(sections, grid, fail) -> None:
         unknown = [name for name in sections["constraints"]["fixed"] if name not in names]
         if unknown:
             raise fail("constraints", "fixed", f"no feature(s) {unknown} in {data_name!r}; its features are {names}")
-    _check_observables(sections, grid, fail, values)
-    # Memory the kept draws take on the host (positions, float32): refuse what cannot fit, before sampling.
+    return widest
+
+
+def _check_draws_fit_in_memory(sections: dict[str, dict[str, Any]], values: Callable[[str], list[Any]], widest: int,
+                               fail: _Fail) -> None:
+    """Memory the kept draws take on the host (positions, float32): refuse what cannot fit, before sampling."""
     for chains in values("sampler.num_chains") if sections["output"]["keep_draws"] else ():
         for draws in values("sampler.num_samples"):
             if chains is None or draws is None:
@@ -554,9 +635,6 @@ def _check_meaning(sections, grid, fail) -> None:
                 raise fail("sampler", "num_chains", f"{chains} chains x {draws} draws need about {needed / 2**30:.3g} "
                                                     f"GiB for the draws alone, more than this machine's "
                                                     f"{_memory_bytes() / 2**30:.3g} GiB")
-    if sections["constraints"]["fixed"] and "localize" not in sections:
-        raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
-                                           "section with anchor = <row of the test split>")
 
 
 def _check_observables(sections, grid, fail, values) -> None:

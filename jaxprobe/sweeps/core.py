@@ -133,12 +133,6 @@ class SweepResult:
 # ------------------------------------------------------------------ validation helpers
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 def _resolve_dim(problem: SweepProblem) -> int:
     return infer_dim(dim=problem.dim, prior=problem.prior, constraints=problem.constraints, probe=problem.probe)
 
@@ -209,7 +203,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
     smc = kernel if kernel.starts_at_target else None
     if smc is not None:  # chains start at the particles of a tempered SMC run, then continue with its kernel
         kernel = smc.chains()
-    chains, stride, num_subset = streaming.subset_plan(num_chains, num_samples)
+    num_subset = streaming.subset_plan(num_chains, num_samples)[2]
 
     def one_cell(base_key, seed, temperature, step_size, values):
         problem = _as_problem(build_probe(**static_params, **values), problem0.prior, problem0.constraints,
@@ -219,45 +213,23 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         key = jax.random.fold_in(base_key, seed)
         key_init, key_sample = jax.random.split(key)
         key_warmup, key_sampling = jax.random.split(key_sample)
-        z0 = question.initial_positions(key_init, num_chains, dtype)
-        if mesh is not None:
-            z0 = jax.lax.with_sharding_constraint(z0, NamedSharding(mesh, PartitionSpec("chains")))
+        z0, out = _cell_start(question, smc, key_init, key_sample, num_chains, dtype, mesh)
         logdensity = question.logdensity
-        out = {}
-        if smc is not None:  # the keys of sample(): fold_in(its key, 1) → (reference draws, tempering)
-            key_reference, key_tempering = jax.random.split(jax.random.fold_in(key_sample, 1))
-            result = smc.start(key_tempering, question.reference, question.logdensity.tilt,
-                               question.reference.sample(key_reference, num_chains, dtype))
-            z0 = result.particles
-            out = {"log_evidence": result.log_evidence, "log_evidence_se": result.log_evidence_se,
-                   "smc_reached_target": result.info.reached_target, "smc_num_stages": result.info.num_stages,
-                   "smc_inverse_temperature": result.info.lambdas,
-                   "smc_log_evidence": result.info.log_evidence_path,
-                   "smc_log_evidence_se": result.info.log_evidence_path_se,
-                   "smc_gradient_evaluations": result.info.num_gradient_evaluations}
 
         parameters = core.default_parameters(kernel, num_chains, num_free, dtype,
                                              step_size if fixed_step else None)
         state = core.init(kernel, logdensity, z0, parameters)
         initial_logdensity = state.kernel_state.logdensity
         state = core.prepare(key_warmup, state, kernel, logdensity, num_warmup, not fixed_step, target, shared)
-        probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
-        in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
-        monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
+        probe_of_z, in_data_space, monitor = _cell_monitor(question, observables, num_chains, num_free, num_samples)
         if smc is not None and in_data_space:  # the observables at the SMC particles the chains start from
             out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
             out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
         monitored = streaming.init_stats(monitor, dtype)
-        to_data, probe_fn = jax.vmap(question.to_data), jax.vmap(question.probe.fn)
-
-        def record(z):  # each kept draw stored once, in data space, with G(x) computed as it is drawn (over
-            # all draws at once afterwards, the probe's hidden layers would take several times the draws)
-            x = to_data(z)
-            return x, probe_fn(x)
-
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
-            jnp.zeros((), jnp.int32), keep_draws=keep_samples, record=record if keep_samples else None)
+            jnp.zeros((), jnp.int32), keep_draws=keep_samples,
+            record=_draw_recorder(question) if keep_samples else None)
         statistics = streaming.finalize(draw_stats, monitor)
         subset = jnp.swapaxes(draw_stats.subset[:num_subset], 0, 1)[:, :, :num_free]  # (C_sub, S, d) of z
         steps = num_samples * thin
@@ -281,8 +253,52 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
         return out
 
-    del chains, stride
     return one_cell
+
+
+def _cell_start(question: Question, smc: Any, key_init: Any, key_sample: Any, num_chains: int, dtype: Any,
+                mesh: Any) -> tuple[Any, dict[str, Any]]:
+    """A cell's initial positions (traced), as :func:`jaxprobe.sample` starts: the question's initial draws,
+    sharded over the ``chains`` mesh; with an SMC kernel ``smc``, the particles of its tempered run instead,
+    with its evidence and tempering path as the cell's first outputs."""
+    z0 = question.initial_positions(key_init, num_chains, dtype)
+    if mesh is not None:
+        z0 = jax.lax.with_sharding_constraint(z0, NamedSharding(mesh, PartitionSpec("chains")))
+    if smc is None:
+        return z0, {}
+    # the keys of sample(): fold_in(its key, 1) → (reference draws, tempering)
+    key_reference, key_tempering = jax.random.split(jax.random.fold_in(key_sample, 1))
+    result = smc.start(key_tempering, question.reference, question.logdensity.tilt,
+                       question.reference.sample(key_reference, num_chains, dtype))
+    return result.particles, {"log_evidence": result.log_evidence, "log_evidence_se": result.log_evidence_se,
+                              "smc_reached_target": result.info.reached_target,
+                              "smc_num_stages": result.info.num_stages,
+                              "smc_inverse_temperature": result.info.lambdas,
+                              "smc_log_evidence": result.info.log_evidence_path,
+                              "smc_log_evidence_se": result.info.log_evidence_path_se,
+                              "smc_gradient_evaluations": result.info.num_gradient_evaluations}
+
+
+def _cell_monitor(question: Question, observables: Sequence[tuple[str, Callable]], num_chains: int, num_free: int,
+                  num_samples: int) -> tuple[Callable, tuple[tuple[str, Callable], ...], streaming.Monitor]:
+    """G and the ``observables`` (functions of x) as functions of the unconstrained z, and the streaming monitor
+    that folds them in as the chains run: ``(probe_of_z, observables_of_z, monitor)``."""
+    probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
+    in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
+    monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
+    return probe_of_z, in_data_space, monitor
+
+
+def _draw_recorder(question: Question) -> Callable:
+    """``record(z)`` of the kept draws: each stored once, in data space, with G(x) computed as it is drawn (over
+    all draws at once afterwards, the probe's hidden layers would take several times the draws)."""
+    to_data, probe_fn = jax.vmap(question.to_data), jax.vmap(question.probe.fn)
+
+    def record(z):
+        x = to_data(z)
+        return x, probe_fn(x)
+
+    return record
 
 
 def _batch_inputs(cells: list[dict], indices: list[int], batch: int, batched_axes: list[Axis], defaults: dict,
@@ -585,19 +601,7 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     """Every argument of :func:`sweep` checked before anything compiles, and each cell's identity: its
     settings, the fixed settings, the key and the question's log density at fixed points (so a changed
     setting or question never reuses old results)."""
-    check_policy(convergence)
-    check_numerics(numerics)
-    if not isinstance(keep_draws, (bool, np.bool_)):
-        raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
-    if observables is not None and (not isinstance(observables, dict)
-                                    or not all(isinstance(k, str) and callable(f) for k, f in observables.items())):
-        raise TypeError("observables must be a dict of name -> function of one x in data space, got "
-                        f"{observables!r}")
-    if observables and "probe" in observables:
-        raise ValueError("observables may not be named 'probe': the sweep folds G(x) in under that name")
-    if checkpoint is not None and len(cells_of(grid)) != 1:
-        raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
-                         "several cells resumes from out= instead")
+    _check_run_options(convergence, numerics, keep_draws, observables, checkpoint, grid)
     rng_key = canonicalize_key(rng_key)
     cells = cells_of(grid)
     axes = classify_axes(cells, static)
@@ -606,37 +610,11 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     defaults = {"num_chains": num_chains, "num_samples": num_samples, "num_warmup": num_warmup, "sampler": sampler,
                 "thin": thin, "seed": seed, "step_size": step_size, "step_size_mode": step_size_mode,
                 "target_acceptance_rate": target_acceptance_rate, "temperature": temperature}
-    for name in ("temperature", "step_size"):  # numbers, not bools or strings (the grid's values are checked)
-        if defaults[name] is not None:
-            check_number(defaults[name], name, minimum=0.0, exclusive_minimum=True)
-    if target_acceptance_rate is not None:
-        check_number(target_acceptance_rate, "target_acceptance_rate", minimum=0.0, maximum=1.0,
-                     exclusive_minimum=True, exclusive_maximum=True)
-    for name in ("num_chains", "num_samples"):
-        if name not in axis_names and defaults[name] is None:
-            raise TypeError(f"{name} is required: pass {name}=... or give a {name!r} grid axis")
-    for name, minimum in (("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("thin", 1), ("seed", 0)):
-        if name not in axis_names:
-            check_int(defaults[name], name, minimum)
-    check_cells([{k: v for k, v in defaults.items() if v is not None and k not in axis_names}])
-    if "temperature" not in axis_names and temperature is None:
-        raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
-    for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
-        if name == "sampler" and whole_run_sampler(value) is not None:  # its options, as answer() hands them
-            whole_run_sampler(value).check_options({"sampler_options": sampler_options, "step_size": step_size,
-                                                    "target_acceptance_rate": target_acceptance_rate,
-                                                    "devices": devices})
-        elif name == "sampler":
-            make_kernel(value, sampler_options)  # the sampler and its options, before compiling
-        elif value not in ("per_chain", "shared"):
-            raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
+    _check_defaults(defaults, axis_names)
+    _check_samplers(cells, defaults, sampler_options, devices)
     if cells_per_batch is not None:
-        _check_int("cells_per_batch", cells_per_batch, 1)
-    if isinstance(build_probe, Probe) or not callable(build_probe):
-        fixed = as_probe(build_probe, "build_probe")
-        if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
-            raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
-        build_probe = _FixedProbe(fixed)
+        cells_per_batch = check_int(cells_per_batch, "cells_per_batch", minimum=1)
+    build_probe = _probe_builder(build_probe, axis_names)
     _check_shared_constraints(constraints, prior, dim, build_probe)
     dtype = np.dtype(dtype)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
@@ -646,14 +624,8 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     static_axes = [a for a in axes if not a.batched]
 
     # Fixed settings (not grid axes) name the cells, so a changed setting never reuses old results.
-    fixed_settings = {k: v for k, v in defaults.items() if k not in axis_names}
-    fixed_settings["sampler_options"] = sampler_options or {}
-    fixed_settings["key"] = np.asarray(jax.random.key_data(rng_key)).tolist()
-    fixed_settings["dtype"] = str(dtype)
-    fixed_settings["version"] = _package_version()
     numerics = resolve_numerics(numerics, jax.devices() if devices is None else devices).mode
-    if numerics != "reproducible":  # reproducible cells keep the names they had before the switch existed
-        fixed_settings["numerics"] = numerics
+    fixed_settings = _fixed_settings(defaults, axis_names, sampler_options, rng_key, dtype, numerics)
     # ...and so does the question itself: its log density at fixed points covers the data, the model's trained
     # parameters, the probe and its parameters, the prior and the constraints (a rerun into a folder whose cells
     # answered another question recomputes them instead of returning them).
@@ -667,6 +639,86 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
                       defaults, fixed_settings, ids, temperature, step_size, prior, constraints, dim, sampler_options,
                       cells_per_batch, dtype, numerics, devices, dict(observables or {}),
                       bool(keep_draws) and (bool(keep_samples) or out is not None))
+
+
+def _check_run_options(convergence: str, numerics: str | None, keep_draws: Any, observables: Any, checkpoint: Any,
+                       grid: Any) -> None:
+    """The options of how a sweep runs and what it keeps: the convergence policy, the numerics mode,
+    ``keep_draws``, the ``observables`` (never named ``"probe"``), and a checkpoint only for one cell."""
+    check_policy(convergence)
+    check_numerics(numerics)
+    if not isinstance(keep_draws, (bool, np.bool_)):
+        raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
+    if observables is not None and (not isinstance(observables, dict)
+                                    or not all(isinstance(k, str) and callable(f) for k, f in observables.items())):
+        raise TypeError("observables must be a dict of name -> function of one x in data space, got "
+                        f"{observables!r}")
+    if observables and "probe" in observables:
+        raise ValueError("observables may not be named 'probe': the sweep folds G(x) in under that name")
+    if checkpoint is not None and len(cells_of(grid)) != 1:
+        raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
+                         "several cells resumes from out= instead")
+
+
+def _check_defaults(defaults: dict[str, Any], axis_names: list[str]) -> None:
+    """The engine settings given as keywords, for the cells whose grid has no such axis (the grid's own values
+    are checked by :func:`jaxprobe.sweeps.grid.check_cells`): numbers, ints, and the required ones present."""
+    for name in ("temperature", "step_size"):  # numbers, not bools or strings (the grid's values are checked)
+        if defaults[name] is not None:
+            check_number(defaults[name], name, minimum=0.0, exclusive_minimum=True)
+    if defaults["target_acceptance_rate"] is not None:
+        check_number(defaults["target_acceptance_rate"], "target_acceptance_rate", minimum=0.0, maximum=1.0,
+                     exclusive_minimum=True, exclusive_maximum=True)
+    for name in ("num_chains", "num_samples"):
+        if name not in axis_names and defaults[name] is None:
+            raise TypeError(f"{name} is required: pass {name}=... or give a {name!r} grid axis")
+    for name, minimum in (("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("thin", 1), ("seed", 0)):
+        if name not in axis_names:
+            check_int(defaults[name], name, minimum)
+    check_cells([{k: v for k, v in defaults.items() if v is not None and k not in axis_names}])
+    if "temperature" not in axis_names and defaults["temperature"] is None:
+        raise ValueError("temperature is required: pass temperature=... or give a 'temperature' grid axis")
+
+
+def _check_samplers(cells: list[dict[str, Any]], defaults: dict[str, Any], sampler_options: Any,
+                    devices: Any) -> None:
+    """Every cell's sampler with ``sampler_options`` (a whole-run sampler checks its own, as answer() hands them)
+    and its step-size mode, before compiling."""
+    for name, value in sorted({(n, c.get(n, defaults[n])) for c in cells for n in ("sampler", "step_size_mode")}):
+        if name == "sampler" and whole_run_sampler(value) is not None:  # its options, as answer() hands them
+            whole_run_sampler(value).check_options({"sampler_options": sampler_options,
+                                                    "step_size": defaults["step_size"],
+                                                    "target_acceptance_rate": defaults["target_acceptance_rate"],
+                                                    "devices": devices})
+        elif name == "sampler":
+            make_kernel(value, sampler_options)  # the sampler and its options, before compiling
+        elif value not in ("per_chain", "shared"):
+            raise ValueError(f"step_size_mode must be 'per_chain' or 'shared', got {value!r}")
+
+
+def _probe_builder(build_probe: Any, axis_names: list[str]) -> Any:
+    """``build_probe`` as given, or a fixed probe (a :class:`Probe` or a function of x) as a builder of no
+    parameters, which a grid with probe axes cannot use."""
+    if isinstance(build_probe, Probe) or not callable(build_probe):
+        fixed = as_probe(build_probe, "build_probe")
+        if any(name not in ENGINE_BATCHED_AXES + ENGINE_STATIC_AXES for name in axis_names):
+            raise ValueError("a fixed probe cannot take probe axes: pass build_probe(**params) -> probe instead")
+        return _FixedProbe(fixed)
+    return build_probe
+
+
+def _fixed_settings(defaults: dict[str, Any], axis_names: list[str], sampler_options: Any, rng_key: Any,
+                    dtype: np.dtype, numerics: str) -> dict[str, Any]:
+    """The settings every cell shares (the keywords that are no grid axis, the sampler's options, the key, the
+    dtype, the package version and the numerics mode): part of each cell's identity."""
+    fixed_settings = {k: v for k, v in defaults.items() if k not in axis_names}
+    fixed_settings["sampler_options"] = sampler_options or {}
+    fixed_settings["key"] = np.asarray(jax.random.key_data(rng_key)).tolist()
+    fixed_settings["dtype"] = str(dtype)
+    fixed_settings["version"] = _package_version()
+    if numerics != "reproducible":  # reproducible cells keep the names they had before the switch existed
+        fixed_settings["numerics"] = numerics
+    return fixed_settings
 
 
 class _SweepTable:

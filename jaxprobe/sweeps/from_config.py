@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
+from jaxprobe._inputs import check_int
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for
 from jaxprobe.engine.api import CheckpointMismatchError
@@ -314,17 +315,27 @@ def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], value
     return SweepProblem(probe, prior, constraints or None, prepared.num_features)
 
 
+def _is_index(value: Any, size: int) -> bool:
+    """Whether ``value`` is an int in ``0..size - 1`` (the shared :func:`jaxprobe._inputs.check_int`; a file's
+    mistakes stay ConfigErrors naming the key)."""
+    try:
+        check_int(value, "index", minimum=0, maximum=size - 1)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _check_values(prepared: Prepared, config: Config, grid: dict[str, list]) -> None:
     """Range checks that need the data: class indices and anchor rows."""
     values = lambda dotted: grid.get(dotted, [config.get(dotted)])  # noqa: E731
     if config.get("probe.type") == "fixed_label" and prepared.num_classes is not None:
         for target in values("probe.target"):
-            if not isinstance(target, int) or not 0 <= target < prepared.num_classes:
+            if not _is_index(target, prepared.num_classes):
                 raise ConfigError(f"[probe] target: must be a class index in 0..{prepared.num_classes - 1} for "
                                   f"{config.get('data.name')}, got {target!r}")
     if "localize" in config.sections:
         for anchor in values("localize.anchor"):
-            if anchor >= len(prepared.z_test):
+            if not _is_index(anchor, len(prepared.z_test)):
                 raise ConfigError(f"[localize] anchor: must be a row of the test split, 0..{len(prepared.z_test) - 1}"
                                   f", got {anchor}")
     if config.get("probe.type") == "parameter_sensitive" and prepared.model.params is None:
@@ -634,11 +645,45 @@ _DRAWS_ONLY_PROBE_VALUES = ("sd", "min", "q05", "median", "q95", "max")
 def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarray | None) -> dict[str, Any]:
     """The run's summary; ``x`` the kept draws in original units, or None (``keep_draws = false``: the answer's
     fields that need draws come from the observables, and ``answer["notes"]`` names those not asked for)."""
-    requested = config.sections["output"]["observables"]
-    observed = _observed(samples, row, requested)
+    observed = _observed(samples, row, config.sections["output"]["observables"])
     notes: list[str] = []
+    answer = _answer(prepared, config, samples, observed, x is not None, notes)
+    features = _feature_summary(prepared, observed, x, notes)
+    probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
+    if x is None:
+        probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
+        notes.append(f"probe_value {', '.join(_DRAWS_ONLY_PROBE_VALUES)} need the draws (keep_draws = true); its "
+                     "mean and mcse do not")
+    if notes:
+        answer["notes"] = notes
+    return {
+        "config": config.path,
+        "data": config.get("data.name"),
+        "probe": config.get("probe.type"),
+        "temperature": config.get("sampler.temperature"),
+        "sampler": samples.sampler,
+        "num_chains": samples.num_chains,
+        "num_samples_per_chain": samples.num_draws,
+        "keep_draws": x is not None,
+        "acceptance_rate": row["acceptance_rate"],
+        "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
+        "min_ess_bulk": samples.verdict.min_ess_bulk,
+        "probe_value": probe_value,
+        "answer": answer,
+        "features_original_units": features,
+        "compile_seconds": row["compile_seconds"],
+        "log_evidence": samples.log_evidence,
+        "log_evidence_se": samples.log_evidence_se,
+        "verdict": samples.verdict.to_dict(),
+    }
+
+
+def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dict[str, Any]], keep_draws: bool,
+            notes: list[str]) -> dict[str, Any]:
+    """The summary's answer: the model's test score, and what the draws say about its outputs (from the kept
+    draws, else from the observables' means; a field whose observable was not asked for goes to ``notes``)."""
     outputs = None
-    if x is not None:
+    if keep_draws:
         draws = samples.positions.reshape(-1, samples.positions.shape[-1])
         outputs = prepared.model_outputs(prepared.model, draws)
     test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
@@ -683,46 +728,25 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
             answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
     if observed:
         answer["observables"] = observed
+    return answer
 
+
+def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], x: np.ndarray | None,
+                     notes: list[str]) -> dict[str, dict[str, float]]:
+    """Each feature's mean and sd over the kept draws ``x`` (original units) next to the training data's mean;
+    without draws, the mean of the ``"features"`` observable if asked for (what is missing goes to ``notes``)."""
     names = prepared.dataset.feature_names
     if x is not None:
         flat_x = x.reshape(-1, x.shape[-1])
-        features = {name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
-                           "data_mean": float(prepared.train.x[:, i].mean())} for i, name in enumerate(names)}
-    else:
-        means = observed.get("features", {}).get("mean")
-        features = {}
-        for i, name in enumerate(names):
-            features[name] = {} if means is None else {"mean": means[i]}
-            features[name]["data_mean"] = float(prepared.train.x[:, i].mean())
-        if means is None:
-            notes.append("features_original_units mean needs the draws: add \"features\" to [output] observables "
-                         "(or set keep_draws = true)")
-        notes.append("features_original_units sd needs the draws (keep_draws = true)")
-    probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
-    if x is None:
-        probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
-        notes.append(f"probe_value {', '.join(_DRAWS_ONLY_PROBE_VALUES)} need the draws (keep_draws = true); its "
-                     "mean and mcse do not")
-    if notes:
-        answer["notes"] = notes
-    return {
-        "config": config.path,
-        "data": config.get("data.name"),
-        "probe": probe_type,
-        "temperature": config.get("sampler.temperature"),
-        "sampler": samples.sampler,
-        "num_chains": samples.num_chains,
-        "num_samples_per_chain": samples.num_draws,
-        "keep_draws": x is not None,
-        "acceptance_rate": row["acceptance_rate"],
-        "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
-        "min_ess_bulk": samples.verdict.min_ess_bulk,
-        "probe_value": probe_value,
-        "answer": answer,
-        "features_original_units": features,
-        "compile_seconds": row["compile_seconds"],
-        "log_evidence": samples.log_evidence,
-        "log_evidence_se": samples.log_evidence_se,
-        "verdict": samples.verdict.to_dict(),
-    }
+        return {name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
+                       "data_mean": float(prepared.train.x[:, i].mean())} for i, name in enumerate(names)}
+    means = observed.get("features", {}).get("mean")
+    features = {}
+    for i, name in enumerate(names):
+        features[name] = {} if means is None else {"mean": means[i]}
+        features[name]["data_mean"] = float(prepared.train.x[:, i].mean())
+    if means is None:
+        notes.append("features_original_units mean needs the draws: add \"features\" to [output] observables "
+                     "(or set keep_draws = true)")
+    notes.append("features_original_units sd needs the draws (keep_draws = true)")
+    return features

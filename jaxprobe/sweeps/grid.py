@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import numbers
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from jaxprobe._inputs import check_int, check_number
 
 __all__ = ["ENGINE_BATCHED_AXES", "ENGINE_STATIC_AXES", "Axis", "cells_of", "classify_axes", "cell_id",
            "check_cells"]
@@ -105,26 +106,18 @@ def classify_axes(cells: list[dict[str, Any]], static: Sequence[str] = ()) -> li
 
 
 def check_cells(cells: list[dict[str, Any]]) -> None:
-    """Validate engine axes of every cell before anything is compiled (ValueError naming the cell)."""
+    """Validate engine axes of every cell before anything is compiled: a ``TypeError`` (not a number, not an
+    int) or ``ValueError`` (out of range) naming the cell, by the shared :mod:`jaxprobe._inputs` checks."""
     for index, cell in enumerate(cells):
-        where = lambda name: f"grid cell {index} ({name}={cell[name]!r})"  # noqa: E731
-        if "temperature" in cell:
-            tau = cell["temperature"]
-            if not math.isfinite(tau) or tau <= 0:
-                raise ValueError(f"{where('temperature')}: temperature must be finite and > 0")
+        where = lambda name: f"grid cell {index} ({name}={cell[name]!r}): {name}"  # noqa: E731
+        for name in ("temperature", "step_size"):
+            if name in cell:
+                check_number(cell[name], where(name), minimum=0.0, exclusive_minimum=True)
         if "seed" in cell:
-            seed = cell["seed"]
-            if not isinstance(seed, int) or seed < 0 or seed >= 2**31:
-                raise ValueError(f"{where('seed')}: seed must be an int in [0, 2**31)")
-        if "step_size" in cell:
-            step = cell["step_size"]
-            if not math.isfinite(step) or step <= 0:
-                raise ValueError(f"{where('step_size')}: step_size must be finite and > 0")
+            check_int(cell["seed"], where("seed"), minimum=0, maximum=2**31 - 1)
         for name, minimum in (("num_chains", 1), ("num_samples", 1), ("num_warmup", 0), ("thin", 1)):
             if name in cell:
-                value = cell[name]
-                if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                    raise ValueError(f"{where(name)}: {name} must be an int >= {minimum}")
+                check_int(cell[name], where(name), minimum=minimum)
 
 
 def cell_id(cell: Mapping[str, Any], settings: Mapping[str, Any]) -> str:

@@ -194,7 +194,7 @@ def test_interrupted_sweep_resumes_and_failing_cells_are_recorded(tmp_path, monk
         ({"weight": [1.0]}, {}, "temperature is required"),
         ({"temperature": [1.0]}, {"static": ["alpha"]}, "static names axes that are not in the grid"),
         ({"temperature": []}, {}, r"grid\['temperature'\] is empty"),
-        ({"temperature": [1.0], "num_chains": [0]}, {}, "num_chains must be an int >= 1"),
+        ({"temperature": [1.0], "num_chains": [0]}, {}, r"grid cell 0 \(num_chains=0\): num_chains must be >= 1"),
         ({"temperature": [1.0]}, {"sampler": "gibbs"}, "sampler must be one of"),
     ],
 )
@@ -204,6 +204,23 @@ def test_bad_grids_are_rejected_before_compiling(grid, options, match, compile_c
         jaxprobe.sweep(0, build, grid, num_chains=4, num_samples=5, num_warmup=5, dim=2, progress=False,
                        **options)
     assert counter.count == 0
+
+
+@pytest.mark.parametrize(
+    "grid, options, error, match",
+    [
+        ({"temperature": [1.0]}, {"cells_per_batch": 2.0}, TypeError, "cells_per_batch must be an int, got float"),
+        ({"temperature": [1.0]}, {"cells_per_batch": 0}, ValueError, "cells_per_batch must be >= 1, got 0"),
+        ({"temperature": [1.0], "seed": [1.5]}, {}, TypeError, r"grid cell 0 \(seed=1.5\): seed must be an int"),
+        ({"temperature": [1.0], "thin": ["2"]}, {}, TypeError, r"grid cell 0 \(thin='2'\): thin must be an int"),
+    ],
+)
+def test_integer_settings_are_checked_by_type_then_range(grid, options, error, match):
+    """cells_per_batch and the grid's integer axes are read by the shared check_int: a value of the wrong type
+    is a TypeError, one out of range a ValueError, each naming the argument (and the grid cell)."""
+    build = lambda **params: _LOCALIZE_AT_ZERO  # noqa: E731
+    with pytest.raises(error, match=match):
+        jaxprobe.sweep(0, build, grid, num_chains=4, num_samples=5, num_warmup=5, dim=2, progress=False, **options)
 
 
 def test_probe_builder_that_needs_concrete_values_gets_a_clear_error(compile_counter):
@@ -243,8 +260,8 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
                                timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "devices 4" in completed.stdout
-    # (cells, chains, draws, d): the chains axis is split over the 4 devices
-    assert "positions split 4 ways along P(None, 'chains')" in completed.stdout, completed.stdout
+    # (cells, draws, chains, d), draw-major as the scan stacks them: the chains axis is split over the 4 devices
+    assert "positions split 4 ways along P(None, None, 'chains')" in completed.stdout, completed.stdout
     base = localize(np.zeros(2))
     one_device = jaxprobe.sweep(1, lambda weight: Probe(lambda x: weight * base(x)),
                                 {"temperature": [0.5, 2.0], "weight": [1.0, 3.0]}, num_chains=32, num_samples=20,
