@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import as_float_array
+from jaxprobe._inputs import as_float_array, check_int
 from jaxprobe._values import ValueObject, value_key
 from jaxprobe.types import Array
 
@@ -124,6 +124,68 @@ _KNOWN = (Box, Fixed, OneHot, Integer)
 _KNOWN_NAMES = "a jaxprobe.constraints.Box, Fixed, OneHot or Integer"
 
 
+@dataclasses.dataclass
+class _Gathered:
+    """What a list of constraints says about each of the d features, gathered before the bijection is built."""
+
+    low: np.ndarray  # (d,) the intersected Box bounds
+    high: np.ndarray
+    fixed_values: np.ndarray  # (d,) NaN where not fixed
+    group_of: np.ndarray  # (d,) the index of the feature's OneHot group, −1 outside groups
+    groups: list[np.ndarray]  # the columns of every OneHot group, fixed or not
+    concentrations: list[np.ndarray]
+    is_integer: np.ndarray  # (d,) bool
+    integer_mean: np.ndarray
+    integer_scale: np.ndarray
+    boxed: np.ndarray  # (d,) bool: has a finite Box bound
+
+    @classmethod
+    def unconstrained(cls, dim: int) -> "_Gathered":
+        """No constraint yet: unbounded, free, continuous features."""
+        return cls(low=np.full(dim, -np.inf), high=np.full(dim, np.inf), fixed_values=np.full(dim, np.nan),
+                   group_of=np.full(dim, -1), groups=[], concentrations=[], is_integer=np.zeros(dim, bool),
+                   integer_mean=np.zeros(dim), integer_scale=np.ones(dim), boxed=np.zeros(dim, bool))
+
+
+def _check_consistent(gathered: _Gathered) -> None:
+    """Refuse constraints that contradict each other across features (a ValueError naming them)."""
+    in_group = gathered.group_of >= 0
+    if np.any(in_group & gathered.boxed):
+        raise ValueError(f"features {np.nonzero(in_group & gathered.boxed)[0].tolist()} are in a OneHot group and "
+                         "have Box bounds: a group is bounded by its simplex already")
+    if np.any(in_group & gathered.is_integer):
+        raise ValueError(f"features {np.nonzero(in_group & gathered.is_integer)[0].tolist()} are both OneHot and "
+                         "Integer")
+    low, high, fixed_values = gathered.low, gathered.high, gathered.fixed_values
+    if np.any(low >= high):
+        bad = np.nonzero(low >= high)[0]
+        raise ValueError(f"bounds are empty (low >= high) for features {bad.tolist()}")
+    outside = ~np.isnan(fixed_values) & ((fixed_values < low) | (fixed_values > high))
+    if np.any(outside):
+        raise ValueError(f"fixed values lie outside their bounds for features {np.nonzero(outside)[0].tolist()}")
+
+
+def _sampled_groups(gathered: _Gathered, is_fixed: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The OneHot groups left to sample and their concentrations: a group fixed as a whole (to a one-hot
+    vector: an immutable category) is dropped; a group fixed in part is refused."""
+    groups: list[np.ndarray] = []
+    concentrations: list[np.ndarray] = []
+    for columns, alpha in zip(gathered.groups, gathered.concentrations):
+        fixed_here = is_fixed[columns]
+        if np.any(fixed_here) and not np.all(fixed_here):
+            raise ValueError(f"Fixed covers only part of the OneHot group {columns.tolist()}: "
+                             "fix all of its columns (to a one-hot vector) or none")
+        if np.all(fixed_here):
+            values = gathered.fixed_values[columns]
+            if not (np.all((values == 0) | (values == 1)) and values.sum() == 1):
+                raise ValueError(f"the OneHot group {columns.tolist()} is fixed to {values.tolist()}, "
+                                 "which is not a one-hot vector")
+        else:
+            groups.append(columns)
+            concentrations.append(alpha)
+    return groups, concentrations
+
+
 class Restriction:
     """The bijection z ↦ x for a list of constraints on d features.
 
@@ -138,97 +200,90 @@ class Restriction:
     """
 
     def __init__(self, constraints: Sequence[Any], dim: int):
-        self.dim = int(dim)
-        low = np.full(self.dim, -np.inf)
-        high = np.full(self.dim, np.inf)
-        fixed_values = np.full(self.dim, np.nan)
-        group_of = np.full(self.dim, -1)
-        all_groups: list[np.ndarray] = []
-        concentrations: list[np.ndarray] = []
-        integer_mean = np.zeros(self.dim)
-        integer_scale = np.ones(self.dim)
-        is_integer = np.zeros(self.dim, bool)
-        boxed = np.zeros(self.dim, bool)
+        self.dim = check_int(dim, "dim", minimum=1)
+        gathered = _Gathered.unconstrained(self.dim)
         for number, constraint in enumerate(constraints):
-            where = f"constraints[{number}]"
-            if isinstance(constraint, Box):
-                indices = self._indices(constraint.indices, where)
-                box_low = self._values(constraint.low, indices, f"{where} (Box) low", constraint.indices)
-                box_high = self._values(constraint.high, indices, f"{where} (Box) high", constraint.indices)
-                if np.any(np.isnan(box_low)) or np.any(np.isnan(box_high)):
-                    raise ValueError(f"{where}: Box bounds must not be NaN")
-                low[indices] = np.maximum(low[indices], box_low)
-                high[indices] = np.minimum(high[indices], box_high)
-                boxed[indices] |= np.isfinite(box_low) | np.isfinite(box_high)
-            elif isinstance(constraint, Fixed):
-                indices = self._indices(constraint.indices, where)
-                values = self._values(constraint.values, indices, f"{where} (Fixed) values", constraint.indices)
-                if not np.all(np.isfinite(values)):
-                    raise ValueError(f"{where}: Fixed values must be finite")
-                if len(set(indices.tolist())) != len(indices):
-                    raise ValueError(f"{where}: Fixed indices repeat")
-                clash = ~np.isnan(fixed_values[indices]) & (fixed_values[indices] != values)
-                if np.any(clash):
-                    raise ValueError(f"{where}: features {indices[clash].tolist()} are fixed to two different values")
-                fixed_values[indices] = values
-            elif isinstance(constraint, OneHot):
-                columns = self._indices(constraint.columns, where)
-                if columns.size < 2 or len(set(columns.tolist())) != columns.size:
-                    raise ValueError(f"{where}: OneHot columns must be >= 2 distinct indices, got {columns.tolist()}")
-                if np.any(group_of[columns] >= 0):
-                    raise ValueError(f"{where}: columns {columns[group_of[columns] >= 0].tolist()} "
-                                     "already belong to another OneHot group")
-                alpha = self._values(constraint.concentration, columns, f"{where} (OneHot) concentration",
-                                     constraint.columns)
-                if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
-                    raise ValueError(f"{where}: OneHot concentration must be finite and > 0, "
-                                     f"got {constraint.concentration!r}")
-                group_of[columns] = len(all_groups)
-                all_groups.append(columns)
-                concentrations.append(np.array(alpha))
-            elif isinstance(constraint, Integer):
-                indices = self._indices(constraint.indices, where)
-                mean = self._values(constraint.mean, indices, f"{where} (Integer) mean", constraint.indices)
-                scale = self._values(constraint.scale, indices, f"{where} (Integer) scale", constraint.indices)
-                if not np.all(np.isfinite(mean)) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-                    raise ValueError(f"{where}: Integer mean must be finite and scale finite and > 0")
-                is_integer[indices] = True
-                integer_mean[indices] = mean
-                integer_scale[indices] = scale
-            else:
-                raise TypeError(f"{where} must be {_KNOWN_NAMES}, got {type(constraint).__name__}")
-        in_group = group_of >= 0
-        if np.any(in_group & boxed):
-            raise ValueError(f"features {np.nonzero(in_group & boxed)[0].tolist()} are in a OneHot group and "
-                             "have Box bounds: a group is bounded by its simplex already")
-        if np.any(in_group & is_integer):
-            raise ValueError(f"features {np.nonzero(in_group & is_integer)[0].tolist()} are both OneHot and Integer")
-        if np.any(low >= high):
-            bad = np.nonzero(low >= high)[0]
-            raise ValueError(f"bounds are empty (low >= high) for features {bad.tolist()}")
-        is_fixed = ~np.isnan(fixed_values)
-        outside = is_fixed & ((fixed_values < low) | (fixed_values > high))
-        if np.any(outside):
-            raise ValueError(f"fixed values lie outside their bounds for features {np.nonzero(outside)[0].tolist()}")
-        self.groups: list[np.ndarray] = []
-        self._concentrations: list[np.ndarray] = []
-        for columns, alpha in zip(all_groups, concentrations):
-            fixed_here = is_fixed[columns]
-            if np.any(fixed_here) and not np.all(fixed_here):
-                raise ValueError(f"Fixed covers only part of the OneHot group {columns.tolist()}: "
-                                 "fix all of its columns (to a one-hot vector) or none")
-            if np.all(fixed_here):
-                values = fixed_values[columns]
-                if not (np.all((values == 0) | (values == 1)) and values.sum() == 1):
-                    raise ValueError(f"the OneHot group {columns.tolist()} is fixed to {values.tolist()}, "
-                                     "which is not a one-hot vector")
-            else:
-                self.groups.append(columns)
-                self._concentrations.append(alpha)
+            self._gather(gathered, constraint, f"constraints[{number}]")
+        _check_consistent(gathered)
+        is_fixed = ~np.isnan(gathered.fixed_values)
+        self.groups, self._concentrations = _sampled_groups(gathered, is_fixed)
+        self._build_free_layout(gathered, is_fixed)
+        self._build_integers(gathered, is_fixed)
+
+    def _gather(self, gathered: _Gathered, constraint: Any, where: str) -> None:
+        """Add one constraint (``where``: its place in the list, for errors) to ``gathered``, in place."""
+        if isinstance(constraint, Box):
+            self._gather_box(gathered, constraint, where)
+        elif isinstance(constraint, Fixed):
+            self._gather_fixed(gathered, constraint, where)
+        elif isinstance(constraint, OneHot):
+            self._gather_one_hot(gathered, constraint, where)
+        elif isinstance(constraint, Integer):
+            self._gather_integer(gathered, constraint, where)
+        else:
+            raise TypeError(f"{where} must be {_KNOWN_NAMES}, got {type(constraint).__name__}")
+
+    def _gather_box(self, gathered: _Gathered, constraint: Box, where: str) -> None:
+        """Intersect the bounds with a Box's."""
+        indices = self._indices(constraint.indices, where)
+        box_low = self._values(constraint.low, indices, f"{where} (Box) low", constraint.indices)
+        box_high = self._values(constraint.high, indices, f"{where} (Box) high", constraint.indices)
+        if np.any(np.isnan(box_low)) or np.any(np.isnan(box_high)):
+            raise ValueError(f"{where}: Box bounds must not be NaN")
+        gathered.low[indices] = np.maximum(gathered.low[indices], box_low)
+        gathered.high[indices] = np.minimum(gathered.high[indices], box_high)
+        gathered.boxed[indices] |= np.isfinite(box_low) | np.isfinite(box_high)
+
+    def _gather_fixed(self, gathered: _Gathered, constraint: Fixed, where: str) -> None:
+        """Fix features to finite values (the same feature may be fixed twice to the same value)."""
+        indices = self._indices(constraint.indices, where)
+        values = self._values(constraint.values, indices, f"{where} (Fixed) values", constraint.indices)
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{where}: Fixed values must be finite")
+        if len(set(indices.tolist())) != len(indices):
+            raise ValueError(f"{where}: Fixed indices repeat")
+        fixed_values = gathered.fixed_values
+        clash = ~np.isnan(fixed_values[indices]) & (fixed_values[indices] != values)
+        if np.any(clash):
+            raise ValueError(f"{where}: features {indices[clash].tolist()} are fixed to two different values")
+        fixed_values[indices] = values
+
+    def _gather_one_hot(self, gathered: _Gathered, constraint: OneHot, where: str) -> None:
+        """Add a OneHot group of >= 2 distinct columns, in no other group, with concentrations > 0."""
+        columns = self._indices(constraint.columns, where)
+        if columns.size < 2 or len(set(columns.tolist())) != columns.size:
+            raise ValueError(f"{where}: OneHot columns must be >= 2 distinct indices, got {columns.tolist()}")
+        group_of = gathered.group_of
+        if np.any(group_of[columns] >= 0):
+            raise ValueError(f"{where}: columns {columns[group_of[columns] >= 0].tolist()} "
+                             "already belong to another OneHot group")
+        alpha = self._values(constraint.concentration, columns, f"{where} (OneHot) concentration",
+                             constraint.columns)
+        if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
+            raise ValueError(f"{where}: OneHot concentration must be finite and > 0, "
+                             f"got {constraint.concentration!r}")
+        group_of[columns] = len(gathered.groups)
+        gathered.groups.append(columns)
+        gathered.concentrations.append(np.array(alpha))
+
+    def _gather_integer(self, gathered: _Gathered, constraint: Integer, where: str) -> None:
+        """Mark features as Integer, with the standardization their rounding undoes."""
+        indices = self._indices(constraint.indices, where)
+        mean = self._values(constraint.mean, indices, f"{where} (Integer) mean", constraint.indices)
+        scale = self._values(constraint.scale, indices, f"{where} (Integer) scale", constraint.indices)
+        if not np.all(np.isfinite(mean)) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise ValueError(f"{where}: Integer mean must be finite and scale finite and > 0")
+        gathered.is_integer[indices] = True
+        gathered.integer_mean[indices] = mean
+        gathered.integer_scale[indices] = scale
+
+    def _build_free_layout(self, gathered: _Gathered, is_fixed: np.ndarray) -> None:
+        """Set the bounds, the fixed values, the free features and the dimension of z (after ``groups``)."""
+        low, high = gathered.low, gathered.high
         self.low, self.high = low, high
-        self.fixed_values = np.where(is_fixed, fixed_values, 0.0)
+        self.fixed_values = np.where(is_fixed, gathered.fixed_values, 0.0)
         self.is_fixed = is_fixed
-        self.free_indices = np.nonzero(~is_fixed & ~in_group)[0]
+        self.free_indices = np.nonzero(~is_fixed & ~(gathered.group_of >= 0))[0]
         self.num_free = int(self.free_indices.size + sum(g.size - 1 for g in self.groups))
         if self.num_free == 0:
             raise ValueError("every feature is fixed: nothing to sample")
@@ -237,9 +292,12 @@ class Restriction:
         # Safe stand-ins where a bound is absent, so no branch computes inf − inf (NaN gradients).
         self._low = np.where(self._has_low, free_low, 0.0)
         self._high = np.where(self._has_high, free_high, 1.0)
-        self.integer_indices = np.nonzero(is_integer & ~is_fixed)[0]
-        self._integer_mean = integer_mean[self.integer_indices]
-        self._integer_scale = integer_scale[self.integer_indices]
+
+    def _build_integers(self, gathered: _Gathered, is_fixed: np.ndarray) -> None:
+        """Set the Integer features reported rounded (those not fixed), refusing one with no integer in bounds."""
+        self.integer_indices = np.nonzero(gathered.is_integer & ~is_fixed)[0]
+        self._integer_mean = gathered.integer_mean[self.integer_indices]
+        self._integer_scale = gathered.integer_scale[self.integer_indices]
         if self.integer_indices.size:
             lo, hi = self._integer_range()
             empty = lo > hi

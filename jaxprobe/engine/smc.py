@@ -123,7 +123,7 @@ LogDensity = Callable[[Array], Array]
 
 def _mala_move(keys: Array, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
                num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
-    """``num_mcmc_steps`` preconditioned MALA steps per particle (see :func:`_tempered_smc_compiled`'s ``move``).
+    """``num_mcmc_steps`` preconditioned MALA steps per particle (step 5 of :func:`tempered_smc`, see :func:`_move`).
 
     BlackJAX's MALA has no mass matrix: run it on u = z / s with s = √diag(M⁻¹), whose
     density π_λ(s ⊙ u) has a constant Jacobian. In z this is MALA preconditioned by
@@ -397,101 +397,109 @@ def tempered_smc(
         num_integration_steps=int(num_integration_steps))
 
 
-@jit_bounded(static_argnames=("reference_logdensity", "tilt", "kernel", "num_mcmc_steps", "max_stages",
-                               "num_groups", "num_integration_steps"))
-def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array, initial_step_size: Array, *,
-                           reference_logdensity: LogDensity, tilt: LogDensity, kernel: str, num_mcmc_steps: int,
-                           max_stages: int, num_groups: int, num_integration_steps: int) -> SMCResult:
-    """The compiled body of :func:`tempered_smc` (arguments already validated)."""
-    num_particles, dim = particles.shape
-    group_size = num_particles // num_groups
+def _tempered_logdensity(reference_logdensity: LogDensity, tilt: LogDensity, lam: Array) -> LogDensity:
+    """``z ↦ r(z) + λ ℓ(z)``, the log density of π_λ that the moves of a stage leave invariant."""
+    def logdensity(z: Array) -> Array:
+        # λ·ℓ with ℓ = −inf and λ > 0 is −inf; any NaN/inf total becomes −inf.
+        return _finite_or_neg_inf(reference_logdensity(z) + lam * tilt(z))
+    return logdensity
+
+
+def _next_lambda(tilt_values: Array, particles: Array, lam: Array, target_ess: Array) -> tuple[Array, Array]:
+    """Step 1, choose λ_k: the next λ and its increment δ, such that the ESS of the pooled incremental
+    weights ``e^{δℓ}`` is ``target_ess·N`` (λ = 1 exactly once the largest increment is reached)."""
     dtype = particles.dtype
-    target_acceptance = TARGET_ACCEPTANCE[kernel]
-    variance_floor = _VARIANCE_FLOOR_EPS * jnp.finfo(dtype).eps
-    batched_tilt = jax.vmap(lambda z: _finite_or_neg_inf(tilt(z)))
+    max_delta = 1.0 - lam
+    delta = smc_ess.ess_solver(lambda _: tilt_values, particles, target_ess, max_delta, solver.dichotomy)
+    delta = jnp.clip(delta, 0.0, max_delta).astype(dtype)
+    reached = delta >= max_delta
+    next_lam = jnp.where(reached, jnp.ones((), dtype), lam + delta)
+    return next_lam, next_lam - lam
 
-    def tempered_logdensity(lam: Array) -> LogDensity:
-        def logdensity(z: Array) -> Array:
-            # λ·ℓ with ℓ = −inf and λ > 0 is −inf; any NaN/inf total becomes −inf.
-            return _finite_or_neg_inf(reference_logdensity(z) + lam * tilt(z))
-        return logdensity
 
-    def move(rng_key: PRNGKey, positions: Array, lam: Array, step_size: Array,
-             inverse_mass_matrix: Array) -> tuple[Array, Array, Array]:
-        """``num_mcmc_steps`` π_λ-invariant steps per particle.
+def _reweight(tilt_values: Array, delta: Array, log_z_groups: Array) -> tuple[Array, Array, Array]:
+    """Step 2, reweight: ``log w = δℓ`` (zero weight where ℓ = −inf) and each group's evidence increment.
 
-        positions (N, D) → new positions (N, D), acceptance probabilities (N, num_mcmc_steps),
-        gradient evaluations of the steps (N,) int32 (the kernel's init adds one more)."""
-        keys = jax.random.split(rng_key, num_particles)
-        return INNER_KERNELS[kernel].move(keys, positions, tempered_logdensity(lam), step_size, inverse_mass_matrix,
-                                          num_mcmc_steps, num_integration_steps)
+    Returns the ESS of the pooled weights as a fraction of N, the updated ``log Ẑ_g`` ``(G,)`` and the
+    normalized weights within each group ``(G, N/G)``."""
+    num_particles = tilt_values.shape[0]
+    num_groups = log_z_groups.shape[0]
+    group_size = num_particles // num_groups
+    log_weights = jnp.where(tilt_values == -jnp.inf, -jnp.inf, delta * tilt_values)
+    ess_fraction = jnp.exp(smc_ess.log_ess(log_weights)) / num_particles
+    log_weights = log_weights.reshape(num_groups, group_size)
+    log_sums = jax.scipy.special.logsumexp(log_weights, axis=1)  # (G,)
+    log_z_groups = log_z_groups + log_sums - math.log(group_size)
+    # A group whose particles all have zero weight keeps log Ẑ_g = −inf; resample it uniformly.
+    weights = jnp.where(jnp.isfinite(log_sums)[:, None], jnp.exp(log_weights - log_sums[:, None]),
+                        1.0 / group_size)
+    return ess_fraction, log_z_groups, weights
 
-    resample_groups = jax.vmap(lambda key, weights: resampling.systematic(key, weights, group_size))
 
-    def stage(carry: _Carry) -> _Carry:
-        key, key_resample, key_move = jax.random.split(carry.rng_key, 3)
-        k = carry.stage
+def _resample_within_groups(rng_key: PRNGKey, particles: Array, weights: Array) -> Array:
+    """Step 3, resample: systematic resampling of each group's particles ``(N, D)`` by its weights ``(G, N/G)``."""
+    num_groups, group_size = weights.shape
+    num_particles, dim = particles.shape
+    resample_groups = jax.vmap(lambda key, group_weights: resampling.systematic(key, group_weights, group_size))
+    indices = resample_groups(jax.random.split(rng_key, num_groups), weights)
+    grouped = particles.reshape(num_groups, group_size, dim)
+    return jnp.take_along_axis(grouped, indices[:, :, None], axis=1).reshape(num_particles, dim)
 
-        # 1. Next λ: ESS of the pooled incremental weights e^{δℓ} equal to target_ess·N.
-        tilt_values = batched_tilt(carry.particles)
-        max_delta = 1.0 - carry.lam
-        delta = smc_ess.ess_solver(lambda _: tilt_values, carry.particles, target_ess, max_delta,
-                                   solver.dichotomy)
-        delta = jnp.clip(delta, 0.0, max_delta).astype(dtype)
-        reached = delta >= max_delta
-        lam = jnp.where(reached, jnp.ones((), dtype), carry.lam + delta)
-        delta = lam - carry.lam
 
-        # 2. Reweight: log w = δℓ (zero weight where ℓ = −inf); per-group evidence increments.
-        log_weights = jnp.where(tilt_values == -jnp.inf, -jnp.inf, delta * tilt_values)
-        ess_fraction = jnp.exp(smc_ess.log_ess(log_weights)) / num_particles
-        log_weights = log_weights.reshape(num_groups, group_size)
-        log_sums = jax.scipy.special.logsumexp(log_weights, axis=1)  # (G,)
-        log_z_groups = carry.log_z_groups + log_sums - math.log(group_size)
-        # A group whose particles all have zero weight keeps log Ẑ_g = −inf; resample it uniformly.
-        weights = jnp.where(jnp.isfinite(log_sums)[:, None], jnp.exp(log_weights - log_sums[:, None]),
-                            1.0 / group_size)
+def _inverse_mass_matrix_from_particles(particles: Array) -> Array:
+    """Step 4, tune: the diagonal M⁻¹ = the particles' variances (pooled over groups), floored at
+    ``_VARIANCE_FLOOR_EPS·eps`` times the largest so that no coordinate freezes."""
+    variance_floor = _VARIANCE_FLOOR_EPS * jnp.finfo(particles.dtype).eps
+    variances = from_particles.particles_stds(particles) ** 2
+    largest = jnp.max(variances)
+    floor = variance_floor * jnp.where(largest > 0, largest, 1.0)
+    return jnp.maximum(variances, floor)
 
-        # 3. Resample within each group (systematic).
-        indices = resample_groups(jax.random.split(key_resample, num_groups), weights)
-        grouped = carry.particles.reshape(num_groups, group_size, dim)
-        resampled = jnp.take_along_axis(grouped, indices[:, :, None], axis=1).reshape(num_particles, dim)
 
-        # 4. Tune from the particles: diagonal M⁻¹ = particle variances (pooled over groups).
-        variances = from_particles.particles_stds(resampled) ** 2
-        largest = jnp.max(variances)
-        floor = variance_floor * jnp.where(largest > 0, largest, 1.0)
-        inverse_mass_matrix = jnp.maximum(variances, floor)
+def _move(rng_key: PRNGKey, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
+          kernel: str, num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+    """Step 5, move: ``num_mcmc_steps`` π_λ-invariant steps of the inner kernel per particle.
 
-        # 5. Move.
-        step_size = carry.step_size
-        new_particles, acceptance, steps = move(key_move, resampled, lam, step_size, inverse_mass_matrix)
-        mean_acceptance = jnp.nan_to_num(jnp.mean(acceptance), nan=0.0).astype(dtype)
-        next_step_size = step_size * jnp.exp(mean_acceptance - target_acceptance)
+    positions (N, D) → new positions (N, D), the mean acceptance probability over all particles and
+    steps ``()`` (0 if NaN), gradient evaluations of the steps (N,) int32 (the kernel's init adds one more)."""
+    keys = jax.random.split(rng_key, positions.shape[0])
+    new_positions, acceptance, steps = INNER_KERNELS[kernel].move(
+        keys, positions, logdensity, step_size, inverse_mass_matrix, num_mcmc_steps, num_integration_steps)
+    mean_acceptance = jnp.nan_to_num(jnp.mean(acceptance), nan=0.0).astype(positions.dtype)
+    return new_positions, mean_acceptance, steps
 
-        log_z, log_z_se = _log_mean_and_se(log_z_groups)
-        return _Carry(
-            rng_key=key,
-            stage=k + 1,
-            lam=lam,
-            particles=new_particles,
-            log_z_groups=log_z_groups,
-            step_size=next_step_size,
-            inverse_mass_matrix=inverse_mass_matrix,
-            last_step_size=step_size,
-            grad_evals=carry.grad_evals + 1 + steps,  # + 1: the kernel's init evaluates the gradient
-            lambdas=carry.lambdas.at[k].set(lam),
-            log_z_path=carry.log_z_path.at[k].set(log_z),
-            log_z_path_se=carry.log_z_path_se.at[k].set(log_z_se),
-            ess=carry.ess.at[k].set(ess_fraction),
-            acceptance=carry.acceptance.at[k].set(mean_acceptance),
-        )
 
-    def not_done(carry: _Carry) -> Array:
-        return jnp.logical_and(carry.stage < max_stages, carry.lam < 1.0)
+def _record_stage(carry: _Carry, rng_key: PRNGKey, lam: Array, particles: Array, log_z_groups: Array,
+                  next_step_size: Array, inverse_mass_matrix: Array, steps: Array, ess_fraction: Array,
+                  mean_acceptance: Array) -> _Carry:
+    """Record stage ``carry.stage``: the new state, and its λ, evidence, ESS and acceptance in the buffers."""
+    k = carry.stage
+    log_z, log_z_se = _log_mean_and_se(log_z_groups)
+    return _Carry(
+        rng_key=rng_key,
+        stage=k + 1,
+        lam=lam,
+        particles=particles,
+        log_z_groups=log_z_groups,
+        step_size=next_step_size,
+        inverse_mass_matrix=inverse_mass_matrix,
+        last_step_size=carry.step_size,
+        grad_evals=carry.grad_evals + 1 + steps,  # + 1: the kernel's init evaluates the gradient
+        lambdas=carry.lambdas.at[k].set(lam),
+        log_z_path=carry.log_z_path.at[k].set(log_z),
+        log_z_path_se=carry.log_z_path_se.at[k].set(log_z_se),
+        ess=carry.ess.at[k].set(ess_fraction),
+        acceptance=carry.acceptance.at[k].set(mean_acceptance),
+    )
 
+
+def _initial_carry(rng_key: PRNGKey, particles: Array, initial_step_size: Array, max_stages: int,
+                   num_groups: int) -> _Carry:
+    """The state before the first stage: λ = 0, exact reference draws, ``log Ẑ_g = 0``, NaN buffers."""
+    num_particles, dim = particles.shape
+    dtype = particles.dtype
     nan_buffer = jnp.full((max_stages,), jnp.nan, dtype)
-    initial = _Carry(
+    return _Carry(
         rng_key=rng_key,
         stage=jnp.zeros((), jnp.int32),
         lam=jnp.zeros((), dtype),
@@ -507,8 +515,10 @@ def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array
         ess=nan_buffer,
         acceptance=nan_buffer,
     )
-    final = jax.lax.while_loop(not_done, stage, initial)
 
+
+def _result(final: _Carry, reference_logdensity: LogDensity, tilt: LogDensity) -> SMCResult:
+    """The :class:`SMCResult` of the last stage's state: the particles' ``r + ℓ``, ``log Ẑ`` and the info."""
     logdensity = jax.vmap(lambda z: _finite_or_neg_inf(reference_logdensity(z) + tilt(z)))(final.particles)
     log_z, log_z_se = _log_mean_and_se(final.log_z_groups)
     info = SMCInfo(
@@ -524,6 +534,39 @@ def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array
         reached_target=final.lam >= 1.0,
     )
     return SMCResult(final.particles, logdensity, log_z, log_z_se, info)
+
+
+@jit_bounded(static_argnames=("reference_logdensity", "tilt", "kernel", "num_mcmc_steps", "max_stages",
+                               "num_groups", "num_integration_steps"))
+def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array, initial_step_size: Array, *,
+                           reference_logdensity: LogDensity, tilt: LogDensity, kernel: str, num_mcmc_steps: int,
+                           max_stages: int, num_groups: int, num_integration_steps: int) -> SMCResult:
+    """The compiled body of :func:`tempered_smc` (arguments already validated): a ``lax.while_loop`` over
+    stages, each one the steps 1-5 of the module docstring and its record."""
+    target_acceptance = TARGET_ACCEPTANCE[kernel]
+    batched_tilt = jax.vmap(lambda z: _finite_or_neg_inf(tilt(z)))
+
+    def stage(carry: _Carry) -> _Carry:
+        key, key_resample, key_move = jax.random.split(carry.rng_key, 3)
+        tilt_values = batched_tilt(carry.particles)
+        lam, delta = _next_lambda(tilt_values, carry.particles, carry.lam, target_ess)
+        ess_fraction, log_z_groups, weights = _reweight(tilt_values, delta, carry.log_z_groups)
+        resampled = _resample_within_groups(key_resample, carry.particles, weights)
+        inverse_mass_matrix = _inverse_mass_matrix_from_particles(resampled)
+        new_particles, mean_acceptance, steps = _move(
+            key_move, resampled, _tempered_logdensity(reference_logdensity, tilt, lam), carry.step_size,
+            inverse_mass_matrix, kernel, num_mcmc_steps, num_integration_steps)
+        # Robbins–Monro step on log ε towards the target acceptance (module docstring).
+        next_step_size = carry.step_size * jnp.exp(mean_acceptance - target_acceptance)
+        return _record_stage(carry, key, lam, new_particles, log_z_groups, next_step_size, inverse_mass_matrix,
+                             steps, ess_fraction, mean_acceptance)
+
+    def not_done(carry: _Carry) -> Array:
+        return jnp.logical_and(carry.stage < max_stages, carry.lam < 1.0)
+
+    initial = _initial_carry(rng_key, particles, initial_step_size, max_stages, num_groups)
+    final = jax.lax.while_loop(not_done, stage, initial)
+    return _result(final, reference_logdensity, tilt)
 
 
 def evidence_curve(info: SMCInfo, temperature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
