@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "find_benchmarks"]
 
@@ -263,6 +263,18 @@ def _bench(arguments: argparse.Namespace) -> int:
     return status
 
 
+def _add_config_command(commands: Any, name: str, handler: Callable[[argparse.Namespace], int], *, help: str,
+                        out_help: str) -> None:
+    """``jaxprobe run`` / ``jaxprobe sweep``: a TOML file, ``--out``, ``--quiet`` and ``--strict``."""
+    command = commands.add_parser(name, help=help)
+    command.add_argument("config", help="TOML configuration file")
+    command.add_argument("--out", help=out_help)
+    command.add_argument("--quiet", action="store_true", help="no progress bar or messages")
+    command.add_argument("--strict", action="store_true",
+                         help="exit 1 when an answer's verdict fails (default: a warning and a message)")
+    command.set_defaults(handler=handler)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxprobe", description="Question trained models by sampling.",
@@ -288,21 +300,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)
     demo.set_defaults(handler=_demo)
 
-    run = commands.add_parser("run", help="run one probe described in a TOML file (see examples/)")
-    run.add_argument("config", help="TOML configuration file")
-    run.add_argument("--out", help="output directory (default: [output] dir of the file)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or messages")
-    run.add_argument("--strict", action="store_true",
-                        help="exit 1 when an answer's verdict fails (default: a warning and a message)")
-    run.set_defaults(handler=_run)
-
-    sweep = commands.add_parser("sweep", help="run a grid of probes from a TOML file with a [sweep.grid] table")
-    sweep.add_argument("config", help="TOML configuration file")
-    sweep.add_argument("--out", help="output directory (default: [output] dir); finished cells there are skipped")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar or messages")
-    sweep.add_argument("--strict", action="store_true",
-                        help="exit 1 when an answer's verdict fails (default: a warning and a message)")
-    sweep.set_defaults(handler=_sweep)
+    _add_config_command(commands, "run", _run, help="run one probe described in a TOML file (see examples/)",
+                        out_help="output directory (default: [output] dir of the file)")
+    _add_config_command(commands, "sweep", _sweep,
+                        help="run a grid of probes from a TOML file with a [sweep.grid] table",
+                        out_help="output directory (default: [output] dir); finished cells there are skipped")
 
     validate = commands.add_parser("validate", help="check a configuration file without running it")
     validate.add_argument("config", help="TOML configuration file (a run, or a sweep with [sweep.grid])")
