@@ -68,6 +68,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -545,100 +546,137 @@ def _fmt(value, digits=2):
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def markdown(result: dict) -> str:
+def _header_lines(result: dict) -> list[str]:
+    """The title and the paragraph saying what was run where and what each column means."""
     sizes = result["sizes"]
-    lines = ["# First-call (compile) time: jaxprobe vs BlackJAX and NumPyro", "",
-             f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jaxprobe {result.get('git')} "
-             f"(default numerics on this platform: {result.get('jaxprobe_numerics')}); jax {result['jax']}, "
-             f"BlackJAX {result['versions'].get('blackjax')}, NumPyro {result['versions'].get('numpyro')}; "
-             f"load average at the start {result['load_average_start']}, at the end {result['load_average_end']}."
-             + (" **--quick: smoke run**" if result["quick"] else ""), "",
-             f"Every pipeline: {sizes['chains']} chains, {sizes['warmup']} warmup (adaptation) steps, "
-             f"{sizes['samples']} kept draws per chain, float32, the same starting points and log density. "
-             f"*first*: wall time of the first call with every JAX cache emptied (trace + lower + compile + one "
-             f"run); *CPU*: the process CPU time of that call (all threads; on a shared machine it counts the work "
-             f"done, not the time spent waiting for a core, and scatters far less); *warm*: the same call again "
-             f"with another seed; *XLA*: seconds in XLA's compiler "
-             f"(jax.monitoring); *programs*: programs compiled by the first call (eager-op programs included). "
-             f"Minimum over {sizes['repetitions']} repetition(s), libraries in rotating order. "
-             f"Ratio = jaxprobe first / BlackJAX first, CPU ratio the same in CPU time (target ≤ {TARGET_RATIO}). "
-             f"What each side compiles: "
-             "see the script's docstring.", ""]
-    for target_name, target in result["targets"].items():
-        lines += [f"## {target['title']}", "",
-                  "| sampler | jaxprobe first (s) | BlackJAX first (s) | ratio | jaxprobe CPU (s) | BlackJAX CPU (s) "
-                  "| CPU ratio | ≤ 1.2× (wall / CPU) | jaxprobe fast: first (s) / CPU (s) / CPU ratio "
-                  "| NumPyro first (s) / CPU (s) | warm (s) jaxprobe / BlackJAX "
-                  "| XLA (s) jaxprobe / BlackJAX / NumPyro "
-                  "| programs jaxprobe / BlackJAX / NumPyro |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-        for sampler, rows in target["samplers"].items():
-            jp, bj, npy = rows.get("jaxprobe"), rows.get("blackjax"), rows.get("numpyro")
-            ratio, cpu_ratio = rows.get("ratio"), rows.get("cpu_ratio")
-            fast = rows.get("jaxprobe-fast")
-            verdict = "–" if ratio is None else " / ".join("yes" if r <= TARGET_RATIO else "**no**"
-                                                             for r in (ratio, cpu_ratio))
-            lines.append(
-                f"| {sampler} | {_fmt(jp and jp['first_seconds'])} | {_fmt(bj and bj['first_seconds'])} | "
-                f"{_fmt(ratio)} | {_fmt(jp and jp['first_cpu_seconds'])} | {_fmt(bj and bj['first_cpu_seconds'])} | "
-                f"{_fmt(cpu_ratio)} | {verdict} | "
-                + (f"{_fmt(fast['first_seconds'])} / {_fmt(fast['first_cpu_seconds'])} / "
-                   f"{_fmt(rows.get('fast_cpu_ratio'))}" if fast else "–") + " | "
-                + (f"{_fmt(npy['first_seconds'])} / {_fmt(npy['first_cpu_seconds'])}" if npy else "–") + " | "
-                f"{_fmt(jp and jp['warm_seconds'])} / {_fmt(bj and bj['warm_seconds'])} | "
-                f"{_fmt(jp and jp['compile_seconds'])} / {_fmt(bj and bj['compile_seconds'])} / "
-                f"{_fmt(npy and npy['compile_seconds'])} | "
-                f"{jp['programs'] if jp else '–'} / {bj['programs'] if bj else '–'} / "
-                f"{npy['programs'] if npy else '–'} |")
-        lines.append("")
-        lines += ["jaxprobe's programs (first call of the fastest repetition; XLA seconds, × times compiled):", ""]
-        for sampler, rows in target["samplers"].items():
-            if rows.get("jaxprobe"):
-                programs = rows["jaxprobe"]["program_list"]
-                big = [f"`{name}` {p['compile_seconds']:.2f}" + (f" (×{p['count']})" if p["count"] > 1 else "")
-                       for name, p in programs.items() if p["compile_seconds"] >= 0.1]
-                small = [p for p in programs.values() if p["compile_seconds"] < 0.1]
-                lines.append(f"- {sampler}: " + ", ".join(big)
-                             + (f"; {sum(p['count'] for p in small)} small programs "
-                                f"{sum(p['compile_seconds'] for p in small):.2f} s" if small else ""))
-        lines.append("")
+    return ["# First-call (compile) time: jaxprobe vs BlackJAX and NumPyro", "",
+            f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jaxprobe {result.get('git')} "
+            f"(default numerics on this platform: {result.get('jaxprobe_numerics')}); jax {result['jax']}, "
+            f"BlackJAX {result['versions'].get('blackjax')}, NumPyro {result['versions'].get('numpyro')}; "
+            f"load average at the start {result['load_average_start']}, at the end {result['load_average_end']}."
+            + (" **--quick: smoke run**" if result["quick"] else ""), "",
+            f"Every pipeline: {sizes['chains']} chains, {sizes['warmup']} warmup (adaptation) steps, "
+            f"{sizes['samples']} kept draws per chain, float32, the same starting points and log density. "
+            f"*first*: wall time of the first call with every JAX cache emptied (trace + lower + compile + one "
+            f"run); *CPU*: the process CPU time of that call (all threads; on a shared machine it counts the work "
+            f"done, not the time spent waiting for a core, and scatters far less); *warm*: the same call again "
+            f"with another seed; *XLA*: seconds in XLA's compiler "
+            f"(jax.monitoring); *programs*: programs compiled by the first call (eager-op programs included). "
+            f"Minimum over {sizes['repetitions']} repetition(s), libraries in rotating order. "
+            f"Ratio = jaxprobe first / BlackJAX first, CPU ratio the same in CPU time (target ≤ {TARGET_RATIO}). "
+            f"What each side compiles: "
+            "see the script's docstring.", ""]
+
+
+def _sampler_row(sampler: str, rows: dict) -> str:
+    """One sampler's row of a target's table: every library's first-call, CPU, warm, XLA and program figures."""
+    jp, bj, npy = rows.get("jaxprobe"), rows.get("blackjax"), rows.get("numpyro")
+    ratio, cpu_ratio = rows.get("ratio"), rows.get("cpu_ratio")
+    fast = rows.get("jaxprobe-fast")
+    verdict = "–" if ratio is None else " / ".join("yes" if r <= TARGET_RATIO else "**no**"
+                                                     for r in (ratio, cpu_ratio))
+    return (
+        f"| {sampler} | {_fmt(jp and jp['first_seconds'])} | {_fmt(bj and bj['first_seconds'])} | "
+        f"{_fmt(ratio)} | {_fmt(jp and jp['first_cpu_seconds'])} | {_fmt(bj and bj['first_cpu_seconds'])} | "
+        f"{_fmt(cpu_ratio)} | {verdict} | "
+        + (f"{_fmt(fast['first_seconds'])} / {_fmt(fast['first_cpu_seconds'])} / "
+           f"{_fmt(rows.get('fast_cpu_ratio'))}" if fast else "–") + " | "
+        + (f"{_fmt(npy['first_seconds'])} / {_fmt(npy['first_cpu_seconds'])}" if npy else "–") + " | "
+        f"{_fmt(jp and jp['warm_seconds'])} / {_fmt(bj and bj['warm_seconds'])} | "
+        f"{_fmt(jp and jp['compile_seconds'])} / {_fmt(bj and bj['compile_seconds'])} / "
+        f"{_fmt(npy and npy['compile_seconds'])} | "
+        f"{jp['programs'] if jp else '–'} / {bj['programs'] if bj else '–'} / "
+        f"{npy['programs'] if npy else '–'} |")
+
+
+def _target_table(target: dict) -> list[str]:
+    """A target's section heading and its table of the libraries side by side, one row per sampler."""
+    lines = [f"## {target['title']}", "",
+             "| sampler | jaxprobe first (s) | BlackJAX first (s) | ratio | jaxprobe CPU (s) | BlackJAX CPU (s) "
+             "| CPU ratio | ≤ 1.2× (wall / CPU) | jaxprobe fast: first (s) / CPU (s) / CPU ratio "
+             "| NumPyro first (s) / CPU (s) | warm (s) jaxprobe / BlackJAX "
+             "| XLA (s) jaxprobe / BlackJAX / NumPyro "
+             "| programs jaxprobe / BlackJAX / NumPyro |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for sampler, rows in target["samplers"].items():
+        lines.append(_sampler_row(sampler, rows))
+    lines.append("")
+    return lines
+
+
+def _program_lines(target: dict) -> list[str]:
+    """The list of jaxprobe's programs per sampler of a target: the slow ones by name, the small ones summed."""
+    lines = ["jaxprobe's programs (first call of the fastest repetition; XLA seconds, × times compiled):", ""]
+    for sampler, rows in target["samplers"].items():
+        if rows.get("jaxprobe"):
+            programs = rows["jaxprobe"]["program_list"]
+            big = [f"`{name}` {p['compile_seconds']:.2f}" + (f" (×{p['count']})" if p["count"] > 1 else "")
+                   for name, p in programs.items() if p["compile_seconds"] >= 0.1]
+            small = [p for p in programs.values() if p["compile_seconds"] < 0.1]
+            lines.append(f"- {sampler}: " + ", ".join(big)
+                         + (f"; {sum(p['count'] for p in small)} small programs "
+                            f"{sum(p['compile_seconds'] for p in small):.2f} s" if small else ""))
+    lines.append("")
+    return lines
+
+
+def _duplicates_table(investigation: dict) -> list[str]:
+    """The investigation's table of the programs jaxprobe compiles more than once in one call, with JAX's reason."""
+    lines = ["## Programs jaxprobe compiles more than once in one call", "",
+             "A separate first call per sampler with `jax_explain_cache_misses` on. *Recompiled*: the same "
+             "jitted function compiled again (JAX's reason quoted); eager operations that share a name across "
+             "shapes (`broadcast_in_dim`, `convert_element_type`, `stage`, …) are counted apart.", "",
+             "| target/sampler | programs | recompiled (× times) | XLA seconds of the extra compiles | "
+             "eager ops sharing a name | JAX's reason |",
+             "| --- | ---: | --- | ---: | --- | --- |"]
+    for key, row in investigation["samplers"].items():
+        recompiled = ", ".join(f"`{n}` ×{d['count']}" for n, d in row["recompiled"].items()) or "none"
+        eager = ", ".join(f"{n} ×{c}" for n, c in row["eager_programs_sharing_a_name"].items()) or "–"
+        reasons = "; ".join(r[0] for r in row["reasons"].values())[:260] or "–"
+        lines.append(f"| {key} | {row['programs']} | {recompiled} | {row['duplicate_compile_seconds']:.2f} | "
+                     f"{eager} | {reasons.replace('|', '/')} |")
+    return lines
+
+
+def _chunk_scenario_lines(scenarios: dict) -> list[str]:
+    """The investigation's chunk-program scenarios: an uneven draw count or warmup length, then twice the draws."""
+    lines = ["", "Chunk programs (mala, first target): chunk lengths are static arguments, so a draw count or "
+             "warmup length that is not a multiple of the chunk length compiles one more program each:", "",
+             "| num_samples / num_warmup | first call (s) | programs | XLA (s) | chunk programs |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for label in ("divisible", "uneven"):
+        s = scenarios[label]
+        lines.append(f"| {s['num_samples']} / {s['num_warmup']} | {s['first_seconds']:.2f} | {s['programs']} | "
+                     f"{s['compile_seconds']:.2f} | {json.dumps(s['chunk_programs'])} |")
+    s = scenarios["second_call_twice_the_draws"]
+    lines += ["", f"A second call with twice the draws (same target, sampler and chains) compiled "
+              f"{s['programs']} program(s), {s['compile_seconds']:.2f} s of XLA ({s['seconds']:.2f} s in all): "
+              f"{json.dumps(s['program_list'])}.", ""]
+    return lines
+
+
+def markdown(result: dict) -> str:
+    """compile.md from the results: the header, each target's table and program list, then the investigation
+    (when it ran)."""
+    lines = _header_lines(result)
+    for target in result["targets"].values():
+        lines += _target_table(target) + _program_lines(target)
     investigation = result.get("investigation")
     if investigation:
-        lines += ["## Programs jaxprobe compiles more than once in one call", "",
-                  "A separate first call per sampler with `jax_explain_cache_misses` on. *Recompiled*: the same "
-                  "jitted function compiled again (JAX's reason quoted); eager operations that share a name across "
-                  "shapes (`broadcast_in_dim`, `convert_element_type`, `stage`, …) are counted apart.", "",
-                  "| target/sampler | programs | recompiled (× times) | XLA seconds of the extra compiles | "
-                  "eager ops sharing a name | JAX's reason |",
-                  "| --- | ---: | --- | ---: | --- | --- |"]
-        for key, row in investigation["samplers"].items():
-            recompiled = ", ".join(f"`{n}` ×{d['count']}" for n, d in row["recompiled"].items()) or "none"
-            eager = ", ".join(f"{n} ×{c}" for n, c in row["eager_programs_sharing_a_name"].items()) or "–"
-            reasons = "; ".join(r[0] for r in row["reasons"].values())[:260] or "–"
-            lines.append(f"| {key} | {row['programs']} | {recompiled} | {row['duplicate_compile_seconds']:.2f} | "
-                         f"{eager} | {reasons.replace('|', '/')} |")
-        scenarios = investigation["scenarios"]
-        lines += ["", "Chunk programs (mala, first target): chunk lengths are static arguments, so a draw count or "
-                  "warmup length that is not a multiple of the chunk length compiles one more program each:", "",
-                  "| num_samples / num_warmup | first call (s) | programs | XLA (s) | chunk programs |",
-                  "| --- | ---: | ---: | ---: | --- |"]
-        for label in ("divisible", "uneven"):
-            s = scenarios[label]
-            lines.append(f"| {s['num_samples']} / {s['num_warmup']} | {s['first_seconds']:.2f} | {s['programs']} | "
-                         f"{s['compile_seconds']:.2f} | {json.dumps(s['chunk_programs'])} |")
-        s = scenarios["second_call_twice_the_draws"]
-        lines += ["", f"A second call with twice the draws (same target, sampler and chains) compiled "
-                  f"{s['programs']} program(s), {s['compile_seconds']:.2f} s of XLA ({s['seconds']:.2f} s in all): "
-                  f"{json.dumps(s['program_list'])}.", ""]
+        lines += _duplicates_table(investigation) + _chunk_scenario_lines(investigation["scenarios"])
     return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ main
 
 
-def main(argv=None) -> dict:
-    global RECORDER
-    argv = sys.argv[1:] if argv is None else list(argv)
+def _log(message: str) -> None:
+    """Progress on stderr, flushed at once (a run takes minutes)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _argument_parser() -> argparse.ArgumentParser:
+    """The command-line options (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="mala and rwmh, tiny sizes, a smoke run (scratch output)")
     parser.add_argument("--record", action="store_true", help="with --quick: write into --out anyway")
@@ -648,7 +686,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--targets", default=None, help=f"comma-separated of {', '.join(TARGETS)}")
     parser.add_argument("--no-investigate", action="store_true", help="skip the duplicate/chunk investigation")
     parser.add_argument("--no-numpyro", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[dict, list[str], list[str], list[str]]:
+    """Sizes, samplers, targets and libraries the options ask for; a usage error for an unknown sampler or
+    target, before anything is timed."""
     sizes = dict(QUICK if args.quick else FULL)
     if args.repetitions:
         sizes["repetitions"] = args.repetitions
@@ -661,23 +704,13 @@ def main(argv=None) -> dict:
     if any(t not in TARGETS for t in targets):
         parser.error(f"targets must be among {', '.join(TARGETS)}")
     libraries = [name for name in LIBRARIES if not (name == "numpyro" and (args.no_numpyro or args.quick))]
-    investigate_too = not (args.quick or args.no_investigate)
-    # A smoke run writes to a scratch folder, unless asked (--record) or given one ($JAXPROBE_BENCH_RESULTS, as
-    # `jaxprobe bench` and the tests set it).
-    scratch = args.quick and not args.record and not os.environ.get("JAXPROBE_BENCH_RESULTS")
-    out = args.out or (tempfile.mkdtemp(prefix="compile-bench-") if scratch else RESULTS)
+    return sizes, samplers, targets, libraries
 
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
 
-    jax.config.update("jax_enable_compilation_cache", False)  # no persistent cache: every first call compiles
-    RECORDER = RECORDER or _Recorder()
-    load_start = tuple(round(v, 1) for v in os.getloadavg())
-    started = time.perf_counter()
-
-    def init_for(target):
-        return np.random.default_rng(7).standard_normal((sizes["chains"], target["dim"])).astype(np.float32)
-
+def _time_pipelines(targets: list[str], samplers: list[str], libraries: list[str], sizes: dict,
+                    init_for: Callable[[dict], np.ndarray]) -> dict:
+    """Every library's pipeline per target and sampler, each repetition in a rotated library order (so that no
+    library always runs first): ``{target: {sampler: {library: [measured row per repetition]}}}``."""
     # One throwaway first call, so that no row pays the process's one-time costs (imports, first dispatch).
     measure(jaxprobe_pipeline(TARGETS["gaussian"], "mala", dict(sizes, warmup=2, samples=2),
                               init_for(TARGETS["gaussian"])))
@@ -696,60 +729,118 @@ def main(argv=None) -> dict:
                     row = measure(build)
                     row["load_average"] = round(os.getloadavg()[0], 1)
                     raw[target_name][sampler][library].append(row)
-                    log(f"rep {repetition} {target_name} {sampler:5s} {library:8s}: "
-                        f"first {row['first_seconds']:6.2f} s "
-                        f"(CPU {row['first_cpu_seconds']:6.2f} s),"
-                        f" warm {row['warm_seconds']:5.2f} s, XLA {row['compile_seconds']:5.2f} s, "
-                        f"{row['programs']} programs (warm call: {row['warm_programs']}), load {row['load_average']}")
+                    _log(f"rep {repetition} {target_name} {sampler:5s} {library:8s}: "
+                         f"first {row['first_seconds']:6.2f} s "
+                         f"(CPU {row['first_cpu_seconds']:6.2f} s),"
+                         f" warm {row['warm_seconds']:5.2f} s, XLA {row['compile_seconds']:5.2f} s, "
+                         f"{row['programs']} programs (warm call: {row['warm_programs']}), load {row['load_average']}")
+    return raw
+
+
+def _best_of_runs(runs_by_library: dict) -> dict:
+    """One sampler's cell: per library the best repetition's figures (minimum over repetitions, the program
+    list of the fastest first call), then the jaxprobe / BlackJAX ratios and whether they meet the target."""
+    cell = {}
+    for library, runs in runs_by_library.items():
+        if not runs:
+            continue
+        best = min(runs, key=lambda r: r["first_seconds"])
+        cell[library] = {
+            "first_seconds": best["first_seconds"],
+            "first_cpu_seconds": min(r["first_cpu_seconds"] for r in runs),
+            "warm_seconds": min(r["warm_seconds"] for r in runs),
+            "compile_seconds": min(r["compile_seconds"] for r in runs),
+            "lowering_seconds": min(r["lowering_seconds"] for r in runs),
+            "tracing_seconds": min(r["tracing_seconds"] for r in runs),
+            "programs": best["programs"], "warm_programs": max(r["warm_programs"] for r in runs),
+            "program_list": best["program_list"], "runs": runs}
+    if "jaxprobe-fast" in cell and "blackjax" in cell:
+        cell["fast_ratio"] = cell["jaxprobe-fast"]["first_seconds"] / cell["blackjax"]["first_seconds"]
+        cell["fast_cpu_ratio"] = (cell["jaxprobe-fast"]["first_cpu_seconds"]
+                                  / cell["blackjax"]["first_cpu_seconds"])
+    if "jaxprobe" in cell and "blackjax" in cell:
+        cell["ratio"] = cell["jaxprobe"]["first_seconds"] / cell["blackjax"]["first_seconds"]
+        cell["cpu_ratio"] = cell["jaxprobe"]["first_cpu_seconds"] / cell["blackjax"]["first_cpu_seconds"]
+        cell["compile_ratio"] = cell["jaxprobe"]["compile_seconds"] / cell["blackjax"]["compile_seconds"]
+        cell["target_met"] = bool(cell["ratio"] <= TARGET_RATIO)
+        cell["target_met_cpu"] = bool(cell["cpu_ratio"] <= TARGET_RATIO)
+    return cell
+
+
+def _summarise(raw: dict, targets: list[str], samplers: list[str]) -> dict:
+    """The recorded ``targets`` part of the results: per target its title, dimension and sampler cells."""
     record = {}
     for target_name in targets:
         rows = {}
         for sampler in samplers:
-            cell = {}
-            for library, runs in raw[target_name][sampler].items():
-                if not runs:
-                    continue
-                best = min(runs, key=lambda r: r["first_seconds"])
-                cell[library] = {
-                    "first_seconds": best["first_seconds"],
-                    "first_cpu_seconds": min(r["first_cpu_seconds"] for r in runs),
-                    "warm_seconds": min(r["warm_seconds"] for r in runs),
-                    "compile_seconds": min(r["compile_seconds"] for r in runs),
-                    "lowering_seconds": min(r["lowering_seconds"] for r in runs),
-                    "tracing_seconds": min(r["tracing_seconds"] for r in runs),
-                    "programs": best["programs"], "warm_programs": max(r["warm_programs"] for r in runs),
-                    "program_list": best["program_list"], "runs": runs}
-            if "jaxprobe-fast" in cell and "blackjax" in cell:
-                cell["fast_ratio"] = cell["jaxprobe-fast"]["first_seconds"] / cell["blackjax"]["first_seconds"]
-                cell["fast_cpu_ratio"] = (cell["jaxprobe-fast"]["first_cpu_seconds"]
-                                          / cell["blackjax"]["first_cpu_seconds"])
-            if "jaxprobe" in cell and "blackjax" in cell:
-                cell["ratio"] = cell["jaxprobe"]["first_seconds"] / cell["blackjax"]["first_seconds"]
-                cell["cpu_ratio"] = cell["jaxprobe"]["first_cpu_seconds"] / cell["blackjax"]["first_cpu_seconds"]
-                cell["compile_ratio"] = cell["jaxprobe"]["compile_seconds"] / cell["blackjax"]["compile_seconds"]
-                cell["target_met"] = bool(cell["ratio"] <= TARGET_RATIO)
-                cell["target_met_cpu"] = bool(cell["cpu_ratio"] <= TARGET_RATIO)
-            rows[sampler] = cell
+            rows[sampler] = _best_of_runs(raw[target_name][sampler])
         record[target_name] = {"title": TARGETS[target_name]["title"], "dim": TARGETS[target_name]["dim"],
                                "samplers": rows}
-    investigation = None
-    if investigate_too:
-        log("investigating jaxprobe's programs")
-        investigation = investigate(targets, samplers, sizes, init_for, log)
+    return record
 
+
+def _package_versions() -> dict:
+    """Installed versions of the peers and of jaxlib (None where one is not installed)."""
     versions = {}
     for package in ("jaxlib", "blackjax", "numpyro", "optax"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    device = jax.devices()[0]
-    git = GIT_AT_IMPORT
+    return versions
+
+
+def _default_numerics_mode() -> str | None:
+    """jaxprobe's default numerics on this platform, or None for a version without the switch."""
     try:
         from jaxprobe.engine.numerics import default_numerics
-        default_mode = default_numerics()
+        return default_numerics()
     except ImportError:
-        default_mode = None
+        return None
+
+
+def _write(result: dict, out: str) -> None:
+    """compile.json and compile.md into ``out``, each written atomically."""
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, "compile.json"), lambda f: f.write(json.dumps(result, indent=1) + "\n"),
+                 binary=False)
+    atomic_write(os.path.join(out, "compile.md"), lambda f: f.write(markdown(result)), binary=False)
+    _log(f"wrote {out}/compile.json and compile.md ({result['total_seconds']:.0f} s)")
+
+
+def main(argv=None) -> dict:
+    """Run the benchmark the options ask for, write compile.{json,md} and return the results."""
+    global RECORDER
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _argument_parser()
+    args = parser.parse_args(argv)
+    sizes, samplers, targets, libraries = _plan(parser, args)
+    investigate_too = not (args.quick or args.no_investigate)
+    # A smoke run writes to a scratch folder, unless asked (--record) or given one ($JAXPROBE_BENCH_RESULTS, as
+    # `jaxprobe bench` and the tests set it).
+    scratch = args.quick and not args.record and not os.environ.get("JAXPROBE_BENCH_RESULTS")
+    out = args.out or (tempfile.mkdtemp(prefix="compile-bench-") if scratch else RESULTS)
+
+    jax.config.update("jax_enable_compilation_cache", False)  # no persistent cache: every first call compiles
+    RECORDER = RECORDER or _Recorder()
+    load_start = tuple(round(v, 1) for v in os.getloadavg())
+    started = time.perf_counter()
+
+    def init_for(target: dict) -> np.ndarray:
+        """The same starting points for every library: C standard-normal rows of the target's dimension."""
+        return np.random.default_rng(7).standard_normal((sizes["chains"], target["dim"])).astype(np.float32)
+
+    raw = _time_pipelines(targets, samplers, libraries, sizes, init_for)
+    record = _summarise(raw, targets, samplers)
+    investigation = None
+    if investigate_too:
+        _log("investigating jaxprobe's programs")
+        investigation = investigate(targets, samplers, sizes, init_for, _log)
+
+    versions = _package_versions()
+    device = jax.devices()[0]
+    git = GIT_AT_IMPORT
+    default_mode = _default_numerics_mode()
     result = {
         "command": "python -m jaxprobe.bench.compile" + (" " + " ".join(argv) if argv else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -762,11 +853,7 @@ def main(argv=None) -> dict:
         "load_average_start": load_start, "load_average_end": tuple(round(v, 1) for v in os.getloadavg()),
         "targets": record, "investigation": investigation,
     }
-    os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, "compile.json"), lambda f: f.write(json.dumps(result, indent=1) + "\n"),
-                 binary=False)
-    atomic_write(os.path.join(out, "compile.md"), lambda f: f.write(markdown(result)), binary=False)
-    log(f"wrote {out}/compile.json and compile.md ({result['total_seconds']:.0f} s)")
+    _write(result, out)
     return result
 
 

@@ -29,6 +29,7 @@ Partial reruns that keep the other parts of results/extraction.json: --only-h H 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import multiprocessing as mp
@@ -36,6 +37,7 @@ import os
 import platform
 import sys
 import time
+from typing import Callable
 
 from jaxprobe.bench import results_dir
 import numpy as np
@@ -574,7 +576,8 @@ def write_figures(result, out):
         plot_distillation(result["distill"], os.path.join(out, "extraction_distill.png"))
 
 
-def main(argv=None):
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command-line options: sizes, output folder, the parts to skip and the partial reruns."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--out", default=results_dir())
@@ -591,17 +594,24 @@ def main(argv=None):
     parser.add_argument("--art-time-limit", type=float, default=600.0, help="seconds per ART run in part 1b")
     parser.add_argument("--only-h", type=int, default=None,
                         help="rerun the ReLU rows of this h only, replacing them in the existing results")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from jaxprobe._io import atomic_write
 
-    log_lines = []
+@dataclasses.dataclass(frozen=True)
+class _Sizes:
+    """What a run covers: the ReLU victims ``(d, h, bias)``, those ART also runs on, the query counts, part 2's
+    ``(dataset, victims, groups)`` and the students' training steps."""
 
-    def log(message):
-        print(message, flush=True)
-        log_lines.append(message)
+    grid: list[tuple[int, int, bool]]
+    art_configs: set[tuple[int, int, bool]]
+    query_counts: list[int]
+    datasets: list[tuple]
+    steps: int
 
-    if args.quick:
+
+def _sizes(quick: bool) -> _Sizes:
+    """The smoke run's sizes (--quick) or the full run's."""
+    if quick:
         grid = [(10, 4, True), (10, 4, False), (100, 64, True)]
         art_configs = {(10, 4, True)}
         query_counts = [1, 10, 100]
@@ -629,91 +639,145 @@ def main(argv=None):
                 ("cnn", "cnn", "gaussian", ["membership", "gradient"], 100)]),
         ]
         steps = 200
+    return _Sizes(grid, art_configs, query_counts, datasets, steps)
 
+
+def _new_result(quick: bool, query_counts: list[int]) -> dict:
+    """The results' header: command, date, machine, the load at the start and the query counts."""
     import jax
 
-    result = {"command": "python -m jaxprobe.bench.extraction" + (" --quick" if args.quick else ""),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-                         f"Python {sys.version.split()[0]}, JAX {jax.__version__}",
-              "contention": f"load average {os.getloadavg()[0]:.1f} at start on {os.cpu_count()} cores (shared "
-                            "with other jobs): absolute times are inflated; compare columns of one row "
-                            "(measured side by side in one process).",
-              "query_counts": query_counts}
-    previous = os.path.join(args.out, "extraction.json")
-    if (args.skip_relu or args.skip_distill) and args.only_h is None and os.path.exists(previous):
-        with open(previous) as stream:            # keep the part that is not rerun
-            old = json.load(stream)
-        for part in ("relu", "distill", "ratios", "not_run"):
-            if part in old:
-                result[part] = old[part]
-        result["command"] = old.get("command", "") + " ; " + result["command"] + \
-            (" --skip-relu" if args.skip_relu else "") + (" --skip-distill" if args.skip_distill else "")
-    if args.only_h is not None:
-        grid = [row for row in grid if row[1] == args.only_h]
-        with open(previous) as stream:
-            old = json.load(stream)
-        # ART does not depend on recover_relu: its rows are kept, not rerun
-        rerun = relu_benchmark(grid, set(), art_time_limit=60.0, sequential_limit=90.0, log=log)
-        old_art = {(r["d"], r["h"], r["bias"]): r.get("art") for r in old["relu"]}
-        for r in rerun:
-            if old_art.get((r["d"], r["h"], r["bias"])):
-                r["art"] = old_art[(r["d"], r["h"], r["bias"])]
-        keep = [r for r in old["relu"] if r["h"] != args.only_h]
-        result.update({key: old[key] for key in ("distill", "ratios", "not_run") if key in old})
-        result["relu"] = sorted(keep + rerun, key=lambda r: (r["d"], r["h"], not r["bias"]))
-        result["command"] = old["command"] + f" ; rows h = {args.only_h} rerun: {result['command']} --only-h " \
-            f"{args.only_h} (after a change to recover_relu, see the git log; ART rows kept from the earlier run)"
-        args.skip_relu = args.skip_distill = True
-    if args.only_cnn:
-        with open(previous) as stream:
-            old = json.load(stream)
-        result.update({key: old[key] for key in ("relu", "logits", "not_run") if key in old})
-        kinds = args.cnn_kinds.split(",")
-        same_class = ("cnn", "cnn", "data", kinds)     # SmoothGrad rows: the same-class, data-query setting only
-        other = [kind for kind in kinds if kind != "smoothgrad"]
-        groups = [same_class] + ([("cnn", "mlp", "data", other), ("cnn", "cnn", "gaussian", other)] if other else [])
-        cnn_groups = [(name, ["cnn"], groups) for name in args.cnn_datasets.split(",")]
-        rerun = distill_benchmark(query_counts, cnn_groups, steps, log)
-        replaced = {(r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) for r in rerun}
-        keep = [r for r in old["distill"]
-                if (r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) not in replaced]
-        result["distill"] = keep + rerun
-        result["ratios"] = query_ratios(result["distill"])
-        result["command"] = (old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
-                             + f" --cnn-datasets {args.cnn_datasets} --cnn-kinds {args.cnn_kinds}")
-        result["not_run"] = result.get("not_run", "").replace(
-            "; the CNN students beyond 100 queries (double backpropagation through LeNet-5 on 2 shared cores)", "")
-        args.skip_relu = args.skip_distill = True
-    if args.logits_only:
-        with open(previous) as stream:
-            old = json.load(stream)
-        result.update({key: old[key] for key in ("relu", "distill", "ratios", "not_run") if key in old})
-        result["command"] = old["command"] + " ; part 1b: " + result["command"] + " --logits-only"
-        args.skip_relu = args.skip_distill = True
+    return {"command": "python -m jaxprobe.bench.extraction" + (" --quick" if quick else ""),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+                       f"Python {sys.version.split()[0]}, JAX {jax.__version__}",
+            "contention": f"load average {os.getloadavg()[0]:.1f} at start on {os.cpu_count()} cores (shared "
+                          "with other jobs): absolute times are inflated; compare columns of one row "
+                          "(measured side by side in one process).",
+            "query_counts": query_counts}
+
+
+def _load(path: str) -> dict:
+    """An earlier run's results (the parts a partial rerun keeps)."""
+    with open(path) as stream:
+        return json.load(stream)
+
+
+def _keep_skipped_parts(result: dict, args: argparse.Namespace, previous: str) -> None:
+    """--skip-relu / --skip-distill: take the parts not rerun from the earlier results."""
+    old = _load(previous)
+    for part in ("relu", "distill", "ratios", "not_run"):
+        if part in old:
+            result[part] = old[part]
+    result["command"] = old.get("command", "") + " ; " + result["command"] + \
+        (" --skip-relu" if args.skip_relu else "") + (" --skip-distill" if args.skip_distill else "")
+
+
+def _rerun_one_h(result: dict, h: int, grid: list[tuple[int, int, bool]], previous: str, log: Callable) -> None:
+    """--only-h: rerun the ReLU rows of one h (ART's rows kept), the other rows and parts from the earlier
+    results."""
+    grid = [row for row in grid if row[1] == h]
+    old = _load(previous)
+    # ART does not depend on recover_relu: its rows are kept, not rerun
+    rerun = relu_benchmark(grid, set(), art_time_limit=60.0, sequential_limit=90.0, log=log)
+    old_art = {(r["d"], r["h"], r["bias"]): r.get("art") for r in old["relu"]}
+    for r in rerun:
+        if old_art.get((r["d"], r["h"], r["bias"])):
+            r["art"] = old_art[(r["d"], r["h"], r["bias"])]
+    keep = [r for r in old["relu"] if r["h"] != h]
+    result.update({key: old[key] for key in ("distill", "ratios", "not_run") if key in old})
+    result["relu"] = sorted(keep + rerun, key=lambda r: (r["d"], r["h"], not r["bias"]))
+    result["command"] = old["command"] + f" ; rows h = {h} rerun: {result['command']} --only-h " \
+        f"{h} (after a change to recover_relu, see the git log; ART rows kept from the earlier run)"
+
+
+def _rerun_cnn(result: dict, args: argparse.Namespace, sizes: _Sizes, previous: str, log: Callable) -> None:
+    """--only-cnn: rerun part 2's CNN rows of the kinds and datasets asked, the other rows and parts from the
+    earlier results."""
+    old = _load(previous)
+    result.update({key: old[key] for key in ("relu", "logits", "not_run") if key in old})
+    kinds = args.cnn_kinds.split(",")
+    same_class = ("cnn", "cnn", "data", kinds)     # SmoothGrad rows: the same-class, data-query setting only
+    other = [kind for kind in kinds if kind != "smoothgrad"]
+    groups = [same_class] + ([("cnn", "mlp", "data", other), ("cnn", "cnn", "gaussian", other)] if other else [])
+    cnn_groups = [(name, ["cnn"], groups) for name in args.cnn_datasets.split(",")]
+    rerun = distill_benchmark(sizes.query_counts, cnn_groups, sizes.steps, log)
+    replaced = {(r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) for r in rerun}
+    keep = [r for r in old["distill"]
+            if (r["dataset"], r["victim"], r["student"], r["queries_from"], r["kind"]) not in replaced]
+    result["distill"] = keep + rerun
+    result["ratios"] = query_ratios(result["distill"])
+    result["command"] = (old["command"] + " ; CNN rows rerun: " + result["command"] + " --only-cnn"
+                         + f" --cnn-datasets {args.cnn_datasets} --cnn-kinds {args.cnn_kinds}")
+    result["not_run"] = result.get("not_run", "").replace(
+        "; the CNN students beyond 100 queries (double backpropagation through LeNet-5 on 2 shared cores)", "")
+
+
+def _keep_all_but_logits(result: dict, previous: str) -> None:
+    """--logits-only: every part but 1b from the earlier results."""
+    old = _load(previous)
+    result.update({key: old[key] for key in ("relu", "distill", "ratios", "not_run") if key in old})
+    result["command"] = old["command"] + " ; part 1b: " + result["command"] + " --logits-only"
+
+
+def _run_parts(result: dict, args: argparse.Namespace, sizes: _Sizes, previous: str, log: Callable) -> None:
+    """The parts this run measures: 1b (or the earlier 1b kept), 1 and 2, unless skipped."""
     if args.logits_only or not args.skip_relu:
         result["logits"] = logits_benchmark(args.quick, args.art_time_limit, log)
     elif "logits" not in result and os.path.exists(previous):
-        with open(previous) as stream:
-            old = json.load(stream)
+        old = _load(previous)
         if "logits" in old:
             result["logits"] = old["logits"]
     if not args.skip_relu:
-        result["relu"] = relu_benchmark(grid, art_configs, art_time_limit=60.0,
+        result["relu"] = relu_benchmark(sizes.grid, sizes.art_configs, art_time_limit=60.0,
                                         sequential_limit=90.0, log=log)
         result["not_run"] = ("the sequential NumPy baseline where its estimated time exceeds 90 s (d = 3072, "
                              "h = 512); the finite-difference variant above d·h = 784·64; ART beyond "
-                             f"{sorted(art_configs)} (60 s limit each); the CNN students beyond 100 queries "
+                             f"{sorted(sizes.art_configs)} (60 s limit each); the CNN students beyond 100 queries "
                              "(double backpropagation through LeNet-5 on 2 shared cores).")
     if not args.skip_distill:
-        result["distill"] = distill_benchmark(query_counts, datasets, steps, log)
+        result["distill"] = distill_benchmark(sizes.query_counts, sizes.datasets, sizes.steps, log)
         result["ratios"] = query_ratios(result["distill"])
-    os.makedirs(args.out, exist_ok=True)
-    atomic_write(os.path.join(args.out, "extraction.json"),
+
+
+def _write(result: dict, out: str) -> None:
+    """extraction.json, extraction.md and the figures into ``out``; the markdown printed too."""
+    from jaxprobe._io import atomic_write
+
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, "extraction.json"),
                  lambda s: s.write(json.dumps(result, indent=1, default=float)), binary=False)
-    atomic_write(os.path.join(args.out, "extraction.md"), lambda s: s.write(markdown(result)), binary=False)
-    write_figures(result, args.out)
+    atomic_write(os.path.join(out, "extraction.md"), lambda s: s.write(markdown(result)), binary=False)
+    write_figures(result, out)
     print(markdown(result))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the parts the options ask for (a partial rerun keeps the others from the earlier results) and
+    write the results."""
+    args = _parse_arguments(argv)
+    log_lines = []
+
+    def log(message: str) -> None:
+        """Progress on stdout, also kept in ``log_lines``."""
+        print(message, flush=True)
+        log_lines.append(message)
+
+    sizes = _sizes(args.quick)
+    result = _new_result(args.quick, sizes.query_counts)
+    previous = os.path.join(args.out, "extraction.json")
+    if (args.skip_relu or args.skip_distill) and args.only_h is None and os.path.exists(previous):
+        _keep_skipped_parts(result, args, previous)      # keep the part that is not rerun
+    if args.only_h is not None:
+        _rerun_one_h(result, args.only_h, sizes.grid, previous, log)
+        args.skip_relu = args.skip_distill = True
+    if args.only_cnn:
+        _rerun_cnn(result, args, sizes, previous, log)
+        args.skip_relu = args.skip_distill = True
+    if args.logits_only:
+        _keep_all_but_logits(result, previous)
+        args.skip_relu = args.skip_distill = True
+    _run_parts(result, args, sizes, previous, log)
+    _write(result, args.out)
 
 
 if __name__ == "__main__":

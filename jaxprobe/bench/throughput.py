@@ -597,8 +597,142 @@ def probe_steps_for(num_chains: int) -> int:
     return max(10, min(2000, 200_000 // num_chains))
 
 
-def throughput_section(config: Config, weights, logdensity, counter: CompileCounter,
-                       peers_wanted: bool = True) -> dict[str, Any]:
+def _own_candidates(logdensity: Callable, x0: jax.Array, num_chains: int, probe_steps: int,
+                    target_seconds: float | None) -> list[Candidate]:
+    """Section 1's rows at one C, all at the step count calibrated on the limit: the limit, jaxprobe MALA
+    thin=1 and thin=10, thin=1 in numerics="fast", then the diagnostic rows."""
+    limit_build = build_limit(logdensity, x0, STEP_SIZE)
+    steps = calibrate(limit_build, probe_steps, target_seconds)
+    candidates = [Candidate("limit", num_chains, steps, limit_build(steps))]
+    for thin in (1, 10):
+        build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, thin)
+        candidates.append(Candidate(f"jaxprobe mala thin={thin}", num_chains, steps, build(steps), acceptance))
+    build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, 1, numerics="fast")
+    candidates.append(Candidate(FAST_MODE, num_chains, steps, build(steps), acceptance))
+    build, acceptance = build_accept_only_mala(logdensity, x0, STEP_SIZE)
+    candidates.append(Candidate(ACCEPT_ONLY, num_chains, steps, build(steps), acceptance))
+    candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
+                                build_limit_noise_after_gradient(logdensity, x0, STEP_SIZE)(steps)))
+    candidates.append(Candidate(LIMIT_UNROLLED, num_chains, steps,
+                                build_limit(logdensity, x0, STEP_SIZE, jaxprobe_generator=True)(steps)))
+    return candidates
+
+
+def _peer_builders(weights: dict[str, np.ndarray], logdensity: Callable, x0: jax.Array, num_chains: int,
+                   leapfrog_step: float, have: dict[str, bool]) -> list[tuple[str, Any]]:
+    """Section 2's ``(name, (build, acceptance))`` at one C: the installed peers, and paper-style MALA at
+    C = 1 and 64."""
+    peer_builders: list[tuple[str, Any]] = []
+    if have["blackjax"]:
+        peer_builders.append(("blackjax mala", build_blackjax_mala(logdensity, x0, STEP_SIZE)))
+    if have["numpyro"]:
+        peer_builders.append(("numpyro hmc(1 leapfrog) kernel",
+                              build_numpyro_kernel(logdensity, x0, leapfrog_step)))
+    if have["torch"]:
+        for threads in (2, 1):
+            peer_builders.append((f"pytorch mala (eager, {threads} thread{'s' if threads > 1 else ''})",
+                                  build_torch_mala(weights, x0, STEP_SIZE, threads)))
+    if num_chains in (1, 64):
+        peer_builders.append(("paper-style mala (2 grads/step)" + (" vmapped" if num_chains > 1 else ""),
+                              build_paper_style(logdensity, x0, STEP_SIZE)))
+    return peer_builders
+
+
+def _peer_candidates(peer_builders: list[tuple[str, Any]], num_chains: int, probe_steps: int,
+                     target_seconds: float | None) -> tuple[list[Candidate], int | None]:
+    """The peers as candidates, each with its own calibrated step count (so each call also lasts about
+    ``target_seconds``), and NumPyro's step count (None without NumPyro), which its MCMC.run row reuses."""
+    candidates, numpyro_steps = [], None
+    for name, (build, acceptance) in peer_builders:
+        peer_steps = calibrate(build, max(10, probe_steps // 4), target_seconds)
+        if name.startswith("numpyro"):
+            numpyro_steps = peer_steps
+        candidates.append(Candidate(name, num_chains, peer_steps, build(peer_steps), acceptance))
+    return candidates, numpyro_steps
+
+
+def _time_own_then_peers(own: list[Candidate], peer_candidates: list[Candidate], num_chains: int, steps: int,
+                         repetitions: int) -> tuple[dict[str, Candidate], Candidate]:
+    """Time section 1's rows in one loop, then the peers beside a second timing of jaxprobe thin=1; returns
+    section 1's candidates by name and the thin=1 timing the peers are compared with."""
+    # Two interleaved loops in this process: jaxprobe against the limit (and the diagnostics) alone,
+    # then the peers against a second timing of jaxprobe thin=1. Peers in the first loop perturb
+    # it: PyTorch's intra-op threads keep spinning after a call, and its allocations change the
+    # state of the heap that every JAX call's output buffers come from.
+    log(f"throughput C={num_chains}: {steps} steps, timing {len(own)} candidates "
+        f"x {repetitions} repetitions, then {len(peer_candidates)} peers")
+    time_interleaved(own, repetitions)
+    by_name = {candidate.name: candidate for candidate in own}
+    reference = by_name["jaxprobe mala thin=1"]
+    if peer_candidates:
+        reference = Candidate(reference.name, num_chains, steps, reference.call, reference.acceptance)
+        time_interleaved(peer_candidates + [reference], repetitions)
+        reference.acceptance_rate = by_name["jaxprobe mala thin=1"].acceptance_rate
+    return by_name, reference
+
+
+def _against_limit(candidate: Candidate, limit: Candidate, num_chains: int) -> dict[str, Any]:
+    """A jaxprobe thin row's figures: its speed, its time ratio to the limit (min and paired medians) and
+    whether it meets the ratio target of this C."""
+    ratio = candidate.seconds_per_step / limit.seconds_per_step
+    return {"chain_steps_per_s": candidate.chain_steps_per_second, "ratio_to_limit": ratio,
+            "median_paired_ratio": median_paired_ratio(candidate, limit),
+            "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
+            "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times,
+            "cpu_times_s": candidate.cpu_times}
+
+
+def _fast_against_limit(fast: Candidate, limit: Candidate, reproducible: Candidate) -> dict[str, Any]:
+    """The numerics="fast" row's figures: its time ratios to the limit and to the reproducible thin=1 row."""
+    return {"chain_steps_per_s": fast.chain_steps_per_second,
+            "ratio_to_limit": fast.seconds_per_step / limit.seconds_per_step,
+            "median_paired_ratio": median_paired_ratio(fast, limit),
+            "ratio_to_reproducible": fast.seconds_per_step / reproducible.seconds_per_step,
+            "median_paired_ratio_to_reproducible": median_paired_ratio(fast, reproducible),
+            "acceptance_rate": fast.acceptance_rate, "times_s": fast.times,
+            "cpu_times_s": fast.cpu_times}
+
+
+def _diagnostic_against_limit(candidate: Candidate, limit: Candidate) -> dict[str, Any]:
+    """A diagnostic row's figures: its time ratios to the limit (min and paired medians, wall and CPU)."""
+    return {"ratio_to_limit": candidate.seconds_per_step / limit.seconds_per_step,
+            "median_paired_ratio": median_paired_ratio(candidate, limit),
+            "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
+            "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times,
+            "cpu_times_s": candidate.cpu_times}
+
+
+def _limit_row(by_name: dict[str, Candidate], reference: Candidate, num_chains: int, steps: int) -> dict[str, Any]:
+    """Section 1's recorded row at one C: the limit's speed and times, and every other own row against it."""
+    limit = by_name["limit"]
+    row = {"num_chains": num_chains, "steps": steps, "limit_chain_steps_per_s": limit.chain_steps_per_second,
+           "target_ratio": ratio_target(num_chains), "acceptance_rate": reference.acceptance_rate}
+    for thin in (1, 10):
+        row[f"thin{thin}"] = _against_limit(by_name[f"jaxprobe mala thin={thin}"], limit, num_chains)
+    row["fast_thin1"] = _fast_against_limit(by_name[FAST_MODE], limit, by_name["jaxprobe mala thin=1"])
+    row["diagnostics"] = {}
+    for name in DIAGNOSTICS:
+        row["diagnostics"][name] = _diagnostic_against_limit(by_name[name], limit)
+    row["limit_times_s"] = limit.times
+    row["limit_cpu_times_s"] = limit.cpu_times
+    row["limit_cpu_per_wall"] = float(np.median(np.array(limit.cpu_times) / np.array(limit.times)))
+    return row
+
+
+def _peer_rows(peer_candidates: list[Candidate], num_chains: int, reference: Candidate) -> list[dict[str, Any]]:
+    """Section 2's recorded rows at one C: each peer's speed and its time ratio to jaxprobe thin=1."""
+    return [{"name": candidate.name, "num_chains": num_chains, "steps": candidate.steps,
+             "chain_steps_per_s": candidate.chain_steps_per_second,
+             "time_ratio_to_jaxprobe_thin1": candidate.seconds_per_step / reference.seconds_per_step,
+             "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times}
+            for candidate in peer_candidates]
+
+
+def throughput_section(config: Config, weights: dict[str, np.ndarray], logdensity: Callable,
+                       counter: CompileCounter, peers_wanted: bool = True) -> dict[str, Any]:
+    """Sections 1 and 2 for every chain count of ``config``: build and calibrate the candidates, time them
+    (own rows, then the peers), and assemble the rows; NumPyro's MCMC.run beside them where installed.
+    ``peers_wanted=False`` (--limit-only) leaves section 2 out."""
     have = {name: optional(name) is not None for name in ("blackjax", "numpyro", "torch")}
     rows, peers, mcmc_rows = [], [], []
     # HMC with one leapfrog step h is MALA with ε = h²/2: the same proposal as our MALA rows.
@@ -608,94 +742,16 @@ def throughput_section(config: Config, weights, logdensity, counter: CompileCoun
         x0 = initial_positions(num_chains)
         probe_steps = probe_steps_for(num_chains)
         log(f"throughput C={num_chains}: calibrating")
-        limit_build = build_limit(logdensity, x0, STEP_SIZE)
-        steps = calibrate(limit_build, probe_steps, target_seconds)
-        candidates = [Candidate("limit", num_chains, steps, limit_build(steps))]
-        for thin in (1, 10):
-            build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, thin)
-            candidates.append(Candidate(f"jaxprobe mala thin={thin}", num_chains, steps, build(steps), acceptance))
-        build, acceptance = build_jaxprobe_mala(logdensity, x0, STEP_SIZE, 1, numerics="fast")
-        candidates.append(Candidate(FAST_MODE, num_chains, steps, build(steps), acceptance))
-        build, acceptance = build_accept_only_mala(logdensity, x0, STEP_SIZE)
-        candidates.append(Candidate(ACCEPT_ONLY, num_chains, steps, build(steps), acceptance))
-        candidates.append(Candidate(NOISE_AFTER_GRADIENT, num_chains, steps,
-                                    build_limit_noise_after_gradient(logdensity, x0, STEP_SIZE)(steps)))
-        candidates.append(Candidate(LIMIT_UNROLLED, num_chains, steps,
-                                    build_limit(logdensity, x0, STEP_SIZE, jaxprobe_generator=True)(steps)))
-        num_own = len(candidates)
-
-        # Peers get their own step count (so each call also lasts about target_seconds).
-        peer_builders: list[tuple[str, Any]] = []
-        if have["blackjax"] and peers_wanted:
-            peer_builders.append(("blackjax mala", build_blackjax_mala(logdensity, x0, STEP_SIZE)))
-        if have["numpyro"] and peers_wanted:
-            peer_builders.append(("numpyro hmc(1 leapfrog) kernel",
-                                  build_numpyro_kernel(logdensity, x0, leapfrog_step)))
-        if have["torch"] and peers_wanted:
-            for threads in (2, 1):
-                peer_builders.append((f"pytorch mala (eager, {threads} thread{'s' if threads > 1 else ''})",
-                                      build_torch_mala(weights, x0, STEP_SIZE, threads)))
-        if num_chains in (1, 64) and peers_wanted:
-            peer_builders.append(("paper-style mala (2 grads/step)" + (" vmapped" if num_chains > 1 else ""),
-                                  build_paper_style(logdensity, x0, STEP_SIZE)))
-        numpyro_steps = None
-        for name, (build, acceptance) in peer_builders:
-            peer_steps = calibrate(build, max(10, probe_steps // 4), target_seconds)
-            if name.startswith("numpyro"):
-                numpyro_steps = peer_steps
-            candidates.append(Candidate(name, num_chains, peer_steps, build(peer_steps), acceptance))
-
-        # Two interleaved loops in this process: jaxprobe against the limit (and the diagnostics) alone,
-        # then the peers against a second timing of jaxprobe thin=1. Peers in the first loop perturb
-        # it: PyTorch's intra-op threads keep spinning after a call, and its allocations change the
-        # state of the heap that every JAX call's output buffers come from.
-        own, peer_candidates = candidates[:num_own], candidates[num_own:]
-        log(f"throughput C={num_chains}: {steps} steps, timing {len(own)} candidates "
-            f"x {config.repetitions} repetitions, then {len(peer_candidates)} peers")
-        time_interleaved(own, config.repetitions)
-        by_name = {candidate.name: candidate for candidate in own}
+        own = _own_candidates(logdensity, x0, num_chains, probe_steps, target_seconds)
+        steps = own[0].steps
+        peer_builders = (_peer_builders(weights, logdensity, x0, num_chains, leapfrog_step, have)
+                         if peers_wanted else [])
+        peer_candidates, numpyro_steps = _peer_candidates(peer_builders, num_chains, probe_steps, target_seconds)
+        by_name, reference = _time_own_then_peers(own, peer_candidates, num_chains, steps, config.repetitions)
         limit = by_name["limit"]
-        reference = by_name["jaxprobe mala thin=1"]
-        if peer_candidates:
-            reference = Candidate(reference.name, num_chains, steps, reference.call, reference.acceptance)
-            time_interleaved(peer_candidates + [reference], config.repetitions)
-            reference.acceptance_rate = by_name["jaxprobe mala thin=1"].acceptance_rate
-        row = {"num_chains": num_chains, "steps": steps, "limit_chain_steps_per_s": limit.chain_steps_per_second,
-               "target_ratio": ratio_target(num_chains), "acceptance_rate": reference.acceptance_rate}
-        for thin in (1, 10):
-            candidate = by_name[f"jaxprobe mala thin={thin}"]
-            ratio = candidate.seconds_per_step / limit.seconds_per_step
-            row[f"thin{thin}"] = {"chain_steps_per_s": candidate.chain_steps_per_second, "ratio_to_limit": ratio,
-                                  "median_paired_ratio": median_paired_ratio(candidate, limit),
-                                  "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
-                                  "pass": ratio <= ratio_target(num_chains), "times_s": candidate.times,
-                                  "cpu_times_s": candidate.cpu_times}
-        fast, reproducible = by_name[FAST_MODE], by_name["jaxprobe mala thin=1"]
-        row["fast_thin1"] = {"chain_steps_per_s": fast.chain_steps_per_second,
-                             "ratio_to_limit": fast.seconds_per_step / limit.seconds_per_step,
-                             "median_paired_ratio": median_paired_ratio(fast, limit),
-                             "ratio_to_reproducible": fast.seconds_per_step / reproducible.seconds_per_step,
-                             "median_paired_ratio_to_reproducible": median_paired_ratio(fast, reproducible),
-                             "acceptance_rate": fast.acceptance_rate, "times_s": fast.times,
-                             "cpu_times_s": fast.cpu_times}
-        row["diagnostics"] = {}
-        for name in DIAGNOSTICS:
-            candidate = by_name[name]
-            row["diagnostics"][name] = {
-                "ratio_to_limit": candidate.seconds_per_step / limit.seconds_per_step,
-                "median_paired_ratio": median_paired_ratio(candidate, limit),
-                "median_paired_cpu_ratio": median_paired_ratio(candidate, limit, cpu=True),
-                "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times,
-                "cpu_times_s": candidate.cpu_times}
-        row["limit_times_s"] = limit.times
-        row["limit_cpu_times_s"] = limit.cpu_times
-        row["limit_cpu_per_wall"] = float(np.median(np.array(limit.cpu_times) / np.array(limit.times)))
+        row = _limit_row(by_name, reference, num_chains, steps)
         rows.append(row)
-        for candidate in candidates[num_own:]:
-            peers.append({"name": candidate.name, "num_chains": num_chains, "steps": candidate.steps,
-                          "chain_steps_per_s": candidate.chain_steps_per_second,
-                          "time_ratio_to_jaxprobe_thin1": candidate.seconds_per_step / reference.seconds_per_step,
-                          "acceptance_rate": candidate.acceptance_rate, "times_s": candidate.times})
+        peers.extend(_peer_rows(peer_candidates, num_chains, reference))
         log(f"  limit {limit.chain_steps_per_second:,.0f}/s; jaxprobe thin=1 ratio {row['thin1']['ratio_to_limit']:.3f}, "
             f"thin=10 ratio {row['thin10']['ratio_to_limit']:.3f}, fast thin=1 ratio "
             f"{row['fast_thin1']['ratio_to_limit']:.3f}")
