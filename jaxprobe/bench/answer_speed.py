@@ -13,7 +13,7 @@ Sections
    ``engine.run(…, 1000, thin)`` returning every kept draw, then ``np.asarray`` of the draws (the compiled
    engine inside a user's own jit, its draws on the host). The limit uses the keys ``sample`` derives from
    the same seed, so both do the same transitions (the draws are compared). The verdict's share: the cost
-   of folding every draw into the verdict's statistics inside the scan (``api._run_chunk``, the program
+   of folding every draw into the verdict's statistics inside the scan (``RUN_MONITORED_CHUNK``: ``core.run_monitored`` jitted with donated buffers, as ``sample`` runs it; the program
    ``sample`` runs, against ``core.run`` on the same chunk and donated buffers) plus the host end
    (``api._result``: finalize, rank statistics, the verdict, timed inside the ``sample`` calls).
 2. Other samplers: HMC (10 leapfrog steps, fixed step size, identity mass matrix) against BlackJAX's own
@@ -188,7 +188,7 @@ OBSERVABLE_TRUTH = {"x": 0.0, "x2": 1.0}
 
 #: The steps of ``api.sample`` timed in every call: checks, placing + init, warmup, the sampling chunks (each
 #: copied to the host), the host end (``_result``: finalize, rank statistics, the verdict, the Samples).
-PHASES = ("_validate", "_place", "_adapt_or_resume", "_run_chunks", "_result")
+PHASES = api.SAMPLE_STEPS  # the steps of sample(), named by the engine for profilers
 PHASE_LABELS = {"_validate": "checks", "_place": "place + init", "_adapt_or_resume": "warmup",
                 "_run_chunks": "sampling chunks", "_result": "host end (verdict)"}
 _PHASE_LOG: list[tuple[str, float]] = []
@@ -357,8 +357,16 @@ def timing_row(candidate: Candidate, reference: Candidate) -> dict[str, Any]:
 # ------------------------------------------------------------------ section 1: sample() vs the limit
 
 
+#: What ``sample`` runs for one chunk: ``core.run_monitored`` jitted with the trace buffers donated.
+RUN_MONITORED_CHUNK = jax.jit(
+    lambda key, state, monitored, first_draw, kernel, logdensity, num_draws, thin, monitor, keep_draws, trace:
+    core.run_monitored(key, state, kernel, logdensity, num_draws, thin, monitor, monitored, first_draw, trace,
+                       keep_draws),
+    static_argnames=("kernel", "logdensity", "num_draws", "thin", "monitor", "keep_draws"), donate_argnames=("trace",))
+
+
 def fold_cost(logdensity, x0, num_samples: int, thin: int, repetitions: int) -> dict[str, Any]:
-    """The fold's cost: one chunk of the program ``sample`` runs (``api._run_chunk``: ``core.run_monitored``,
+    """The fold's cost: one chunk of the program ``sample`` runs (``RUN_MONITORED_CHUNK``: ``core.run_monitored``,
     every kept draw folded into the verdict's statistics) against ``core.run`` on the same chunk (jitted
     with donated buffers: ``throughput.RUN_CHUNK``), same state, per-chain step sizes as after warmup,
     interleaved. ``sample`` runs ``num_samples / chunk`` such chunks."""
@@ -386,12 +394,12 @@ def fold_cost(logdensity, x0, num_samples: int, thin: int, repetitions: int) -> 
         plain_buffers.append(result[1])
 
     def folded():
-        result = jax.block_until_ready(api._run_chunk(key, state, monitored, first_draw, kernel, logdensity, chunk,
+        result = jax.block_until_ready(RUN_MONITORED_CHUNK(key, state, monitored, first_draw, kernel, logdensity, chunk,
                                                       thin, monitor, True, monitored_buffers.pop()))
         monitored_buffers.append(result[1])
 
     candidates = [Candidate("core.run", num_chains, chunk * thin, plain),
-                  Candidate("run_monitored (_run_chunk)", num_chains, chunk * thin, folded)]
+                  Candidate("run_monitored (as sample runs it)", num_chains, chunk * thin, folded)]
     time_interleaved(candidates, repetitions)
     base, mon = candidates
     per_chunk = min(mon.times) - min(base.times)
@@ -755,7 +763,8 @@ def code_line(results: dict[str, Any]) -> str:
     return line + "."
 
 
-def markdown(results: dict[str, Any]) -> str:
+def _header_section(results: dict[str, Any]) -> list[str]:
+    """Title, the run's circumstances (date, machine, versions, code, load) and the timing protocol."""
     config = results["config"]
     load = results["load_average"]
     lines = ["# The answer at the engine's speed: `jaxprobe.sample` end to end vs the limit", "",
@@ -773,33 +782,44 @@ def markdown(results: dict[str, Any]) -> str:
              "compiles); ratio = min time / min time, (in brackets) the median over repetitions of the ratio "
              "within one repetition, and the same with process CPU time (the stable figure when the machine is "
              "shared).", ""]
-    # 1
-    lines += ["## 1. `sample()` (MALA) vs the limit", "",
-              f"*sample*: `jaxprobe.sample(seed, logdensity, x0, sampler=\"mala\", num_samples={config['num_samples']}, "
-              f"num_warmup={config['num_warmup']}, thin=thin, progress=False, convergence=\"ignore\")`, end to end: "
-              "validation, warmup with adaptation (per-chain step sizes), the chunks, every draw copied to host "
-              "arrays, the verdict. *limit*: `jax.jit` of `engine.init` → `engine.warmup(…, "
-              f"{config['num_warmup']})` → `engine.run(…, {config['num_samples']}, thin)` returning the trace, then "
-              "`np.asarray` of the draws (zero-copy on CPU), with the keys `sample` derives from the same seed: "
-              "the same transitions (the *identical draws* column compares the first 32 chains of both). "
-              f"Target: ratio ≤ {RATIO_TARGET}.", "",
-              "| C | thin | limit s | sample s | ratio | (median paired) | (CPU) | target | | acceptance | identical "
-              "draws |", "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|"]
+    return lines
+
+
+def _mala_table(results: dict[str, Any]) -> list[str]:
+    """Section 1's main table: every MALA row's ``sample`` time against the limit's, with the same-work checks."""
+    config = results["config"]
+    lines = ["## 1. `sample()` (MALA) vs the limit", "",
+             f"*sample*: `jaxprobe.sample(seed, logdensity, x0, sampler=\"mala\", num_samples={config['num_samples']}, "
+             f"num_warmup={config['num_warmup']}, thin=thin, progress=False, convergence=\"ignore\")`, end to end: "
+             "validation, warmup with adaptation (per-chain step sizes), the chunks, every draw copied to host "
+             "arrays, the verdict. *limit*: `jax.jit` of `engine.init` → `engine.warmup(…, "
+             f"{config['num_warmup']})` → `engine.run(…, {config['num_samples']}, thin)` returning the trace, then "
+             "`np.asarray` of the draws (zero-copy on CPU), with the keys `sample` derives from the same seed: "
+             "the same transitions (the *identical draws* column compares the first 32 chains of both). "
+             f"Target: ratio ≤ {RATIO_TARGET}.", "",
+             "| C | thin | limit s | sample s | ratio | (median paired) | (CPU) | target | | acceptance | identical "
+             "draws |", "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|"]
     for row in results["mala"]:
         lines.append(f"| {row['num_chains']} | {row['thin']} | {row['reference_seconds']:.3f} | {row['seconds']:.3f} "
                      f"| {row['ratio']:.3f} | {row['median_paired_ratio']:.3f} | {row['median_paired_cpu_ratio']:.3f} "
                      f"| ≤ {RATIO_TARGET} | {verdict_word(row['ratio'] <= RATIO_TARGET)} | "
                      f"{row['acceptance_sample']:.3f} | {row['same_work']['identical_draw_fraction']:.3f} |")
-    lines += ["", "### Where `sample()`'s time goes", "",
-              "The fastest timed call (the one the min ratio uses), seconds, split into the steps of `api.sample` "
-              "(each ends synchronized with the device): checks (`_validate`), placing the chains + `init` (`_place`), warmup (`_adapt_or_resume`: "
-              "the adaptation; one chunk with progress=False), the sampling (`_run_chunks`: with progress=False on one "
-              "CPU device one chunk, its every draw folded into the verdict's statistics, the draws written into the "
-              "buffer that becomes the result), the host end (`_result`); *other* = "
-              "the rest of the call. The limit's split is an estimate by transitions.", "",
-              "| C | thin | checks | place + init | warmup | sampling chunks | host end | other | sample | limit | "
-              "limit warmup (est.) | limit sampling (est.) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    return lines
+
+
+def _phases_table(results: dict[str, Any]) -> list[str]:
+    """Where ``sample()``'s time goes: the fastest call split into ``api.sample``'s steps, beside the limit's
+    split estimated by transitions."""
+    lines = ["", "### Where `sample()`'s time goes", "",
+             "The fastest timed call (the one the min ratio uses), seconds, split into the steps of `api.sample` "
+             "(each ends synchronized with the device): checks (`_validate`), placing the chains + `init` (`_place`), warmup (`_adapt_or_resume`: "
+             "the adaptation; one chunk with progress=False), the sampling (`_run_chunks`: with progress=False on one "
+             "CPU device one chunk, its every draw folded into the verdict's statistics, the draws written into the "
+             "buffer that becomes the result), the host end (`_result`); *other* = "
+             "the rest of the call. The limit's split is an estimate by transitions.", "",
+             "| C | thin | checks | place + init | warmup | sampling chunks | host end | other | sample | limit | "
+             "limit warmup (est.) | limit sampling (est.) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in results["mala"]:
         phases = fastest_phases(row)
         limit_warmup = row["limit_warmup_estimate_s"]
@@ -807,17 +827,23 @@ def markdown(results: dict[str, Any]) -> str:
             f"{phases[name]:.3f}" for name in (*PHASES, "other", "total"))
             + f" | {row['reference_seconds']:.3f} | {limit_warmup:.3f} | "
               f"{row['reference_seconds'] - limit_warmup:.3f} |")
-    lines += ["", "### The verdict's share", "",
-              "The verdict costs (a) folding every kept draw into its statistics inside the scan and (b) the host "
-              "end. (a) is measured on one chunk (`ceil(N/20)` draws, `sample`'s default) of the program `sample` "
-              "runs (`api._run_chunk` = `core.run_monitored`, draws written into donated buffers) against "
-              "`core.run` on the same chunk, state and buffers (interleaved, "
-              f"{config['fold_repetitions']} repetitions), times the number of chunks. (b) is `api._result` "
-              "(finalize, rank statistics of the ≤ 4096-value subset, the verdict, the `Samples`), timed inside "
-              "the timed `sample` calls (median). Share = (a + b) / sample time. Target ≤ "
-              f"{100 * VERDICT_SHARE_TARGET:.0f}%.", "",
-              "| C | thin | chunk run s | chunk run_monitored s | fold ratio (median paired, CPU) | fold s/run | "
-              "host end s | verdict s | share | |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    return lines
+
+
+def _verdict_share_table(results: dict[str, Any]) -> list[str]:
+    """The verdict's share of ``sample()``'s time: the fold inside the scan plus the host end."""
+    config = results["config"]
+    lines = ["", "### The verdict's share", "",
+             "The verdict costs (a) folding every kept draw into its statistics inside the scan and (b) the host "
+             "end. (a) is measured on one chunk (`ceil(N/20)` draws, `sample`'s default) of the program `sample` "
+             "runs (`core.run_monitored` jitted as `sample` runs it, draws written into donated buffers) against "
+             "`core.run` on the same chunk, state and buffers (interleaved, "
+             f"{config['fold_repetitions']} repetitions), times the number of chunks. (b) is `api._result` "
+             "(finalize, rank statistics of the ≤ 4096-value subset, the verdict, the `Samples`), timed inside "
+             "the timed `sample` calls (median). Share = (a + b) / sample time. Target ≤ "
+             f"{100 * VERDICT_SHARE_TARGET:.0f}%.", "",
+             "| C | thin | chunk run s | chunk run_monitored s | fold ratio (median paired, CPU) | fold s/run | "
+             "host end s | verdict s | share | |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
     for row in results["mala"]:
         fold = row["fold"]
         lines.append(f"| {row['num_chains']} | {row['thin']} | {fold['run_chunk_s']:.4f} | "
@@ -825,18 +851,22 @@ def markdown(results: dict[str, Any]) -> str:
                      f"({fold['fold_median_paired_ratio']:.3f}, {fold['fold_median_paired_cpu_ratio']:.3f}) | "
                      f"{fold['fold_per_run_s']:.3f} | {np.median(row['result_s']):.4f} | {row['verdict_s']:.3f} | "
                      f"{100 * row['verdict_share']:.1f}% | {verdict_word(row['verdict_share'] <= VERDICT_SHARE_TARGET)} |")
-    # 2
-    lines += ["", "## 2. Other samplers", "",
-              f"HMC ({HMC_STEPS} leapfrog steps) and NUTS against BlackJAX: step size {HMC_STEP_SIZE} fixed on both "
-              "sides, identity mass matrix, the warmup is burn-in (nothing adapted, nothing kept); BlackJAX's kernel "
-              "`jax.vmap`ped over chains in a jitted `lax.scan` keeping every draw, per-chain keys "
-              "`split(fold_in(key, t), C)` from the keys `sample` derives (jaxprobe's kernels wrap the same BlackJAX "
-              "kernels, so the trajectories match up to the reproducible metric's rounding). ChEES and NUTS "
-              "against the limit: adaptation on both sides (the engine's `warmup` in one jit). *per grad* = ratio "
-              "× reference gradient evaluations / jaxprobe's (where the work differs).", "",
-              "| sampler | C | against | warmup + draws | reference s | sample s | ratio | (median paired) | (CPU) | "
-              "per grad | grad evals (sample / ref) | acceptance (sample / ref) | identical draws | target | |",
-              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    return lines
+
+
+def _samplers_section(results: dict[str, Any]) -> list[str]:
+    """Section 2: HMC, NUTS and ChEES against BlackJAX or the engine limit."""
+    lines = ["", "## 2. Other samplers", "",
+             f"HMC ({HMC_STEPS} leapfrog steps) and NUTS against BlackJAX: step size {HMC_STEP_SIZE} fixed on both "
+             "sides, identity mass matrix, the warmup is burn-in (nothing adapted, nothing kept); BlackJAX's kernel "
+             "`jax.vmap`ped over chains in a jitted `lax.scan` keeping every draw, per-chain keys "
+             "`split(fold_in(key, t), C)` from the keys `sample` derives (jaxprobe's kernels wrap the same BlackJAX "
+             "kernels, so the trajectories match up to the reproducible metric's rounding). ChEES and NUTS "
+             "against the limit: adaptation on both sides (the engine's `warmup` in one jit). *per grad* = ratio "
+             "× reference gradient evaluations / jaxprobe's (where the work differs).", "",
+             "| sampler | C | against | warmup + draws | reference s | sample s | ratio | (median paired) | (CPU) | "
+             "per grad | grad evals (sample / ref) | acceptance (sample / ref) | identical draws | target | |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
     for row in results["samplers"]:
         lines.append(f"| {row['sampler']} | {row['num_chains']} | {row['against']} | {row['num_warmup']} + "
                      f"{row['num_samples']} | {row['reference_seconds']:.3f} | {row['seconds']:.3f} | "
@@ -845,36 +875,46 @@ def markdown(results: dict[str, Any]) -> str:
                      f"| {row['acceptance_sample']:.3f} / {row['acceptance_reference']:.3f} | "
                      f"{row['same_work']['identical_draw_fraction']:.3f} | ≤ {RATIO_TARGET} | "
                      f"{verdict_word(row['ratio'] <= RATIO_TARGET)} |")
-    # 3
-    if results.get("memory"):
-        lines += ["", "## 3. Peak resident memory", "",
-                  "Each figure in a fresh subprocess: `resource.getrusage(RUSAGE_SELF).ru_maxrss` at the end of a "
-                  "child that makes the call twice (the first result freed before the second); baseline = the same "
-                  "child with `num_samples=20` (the runtime, the compiled programs). Draws = C × N × (d + 1) × 4 "
-                  f"bytes. Target: (peak − baseline) / draws ≤ {MEMORY_TARGET}. *limit* rows are the limit's own "
-                  "peak (its trace on the device, read zero-copy), for reference. VmHWM (the same peak from "
-                  "/proc) is in the JSON and agrees. Each child is started through a small launcher process: on "
-                  "Linux a child spawned directly inherits its parent's resident size into `ru_maxrss` (this "
-                  "process holds gigabytes after section 1).", "",
-                  "| call | C | thin | draws MB | peak MB | baseline MB | (peak − baseline) / draws | target | |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|:---:|"]
-        for row in results["memory"]:
-            lines.append(f"| {row['kind']} | {row['num_chains']} | {row['thin']} | {row['draws_bytes'] / MB:.0f} | "
-                         f"{row['peak_kb'] / 1024:.0f} | {row['baseline_kb'] / 1024:.0f} | {row['ratio']:.3f} | "
-                         f"≤ {MEMORY_TARGET} | {verdict_word(row['pass']) if row['kind'] == 'sample' else '–'} |")
-        fit = memory_fit(results["memory"])
-        if fit is not None:
-            lines += ["", f"Fitted over the sample rows with thin = 1: peak = {fit[0]:.3f} × draws + "
-                          f"{fit[1] / MB:.0f} MB (the slope is what each byte of kept draws costs; at small C the "
-                          "difference to the 20-draw baseline is dominated by the programs compiled for the longer "
-                          "run's chunk length, not by the draws)."]
-    # 4
+    return lines
+
+
+def _memory_section(results: dict[str, Any]) -> list[str]:
+    """Section 3: each configuration's peak resident memory against its kept draws' bytes, and the fitted cost
+    per byte (empty when the memory figures were not measured)."""
+    if not results.get("memory"):
+        return []
+    lines = ["", "## 3. Peak resident memory", "",
+             "Each figure in a fresh subprocess: `resource.getrusage(RUSAGE_SELF).ru_maxrss` at the end of a "
+             "child that makes the call twice (the first result freed before the second); baseline = the same "
+             "child with `num_samples=20` (the runtime, the compiled programs). Draws = C × N × (d + 1) × 4 "
+             f"bytes. Target: (peak − baseline) / draws ≤ {MEMORY_TARGET}. *limit* rows are the limit's own "
+             "peak (its trace on the device, read zero-copy), for reference. VmHWM (the same peak from "
+             "/proc) is in the JSON and agrees. Each child is started through a small launcher process: on "
+             "Linux a child spawned directly inherits its parent's resident size into `ru_maxrss` (this "
+             "process holds gigabytes after section 1).", "",
+             "| call | C | thin | draws MB | peak MB | baseline MB | (peak − baseline) / draws | target | |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+    for row in results["memory"]:
+        lines.append(f"| {row['kind']} | {row['num_chains']} | {row['thin']} | {row['draws_bytes'] / MB:.0f} | "
+                     f"{row['peak_kb'] / 1024:.0f} | {row['baseline_kb'] / 1024:.0f} | {row['ratio']:.3f} | "
+                     f"≤ {MEMORY_TARGET} | {verdict_word(row['pass']) if row['kind'] == 'sample' else '–'} |")
+    fit = memory_fit(results["memory"])
+    if fit is not None:
+        lines += ["", f"Fitted over the sample rows with thin = 1: peak = {fit[0]:.3f} × draws + "
+                      f"{fit[1] / MB:.0f} MB (the slope is what each byte of kept draws costs; at small C the "
+                      "difference to the 20-draw baseline is dominated by the programs compiled for the longer "
+                      "run's chunk length, not by the draws)."]
+    return lines
+
+
+def _keep_draws_section(results: dict[str, Any]) -> list[str]:
+    """Section 4's run without draws: its memory against the same run with 20 draws, its means against the truth."""
     kd = results["keep_draws"]
-    lines += ["", f"## 4. `keep_draws=False`: {kd['num_chains']} chains × {kd['num_samples']:,} draws, 2-D standard "
-                  "normal, MALA", "",
-              f"`sample(..., num_warmup={kd['num_warmup']}, keep_draws=False, observables={{\"x\": x, \"x2\": x²}})`: "
-              f"second call {kd['second_call_s']:.2f} s, acceptance {kd['acceptance']:.3f}, positions None: "
-              f"{kd['positions_is_none']}.", ""]
+    lines = ["", f"## 4. `keep_draws=False`: {kd['num_chains']} chains × {kd['num_samples']:,} draws, 2-D standard "
+                 "normal, MALA", "",
+             f"`sample(..., num_warmup={kd['num_warmup']}, keep_draws=False, observables={{\"x\": x, \"x2\": x²}})`: "
+             f"second call {kd['second_call_s']:.2f} s, acceptance {kd['acceptance']:.3f}, positions None: "
+             f"{kd['positions_is_none']}.", ""]
     if "memory" in kd:
         memory = kd["memory"]
         lines += ["| peak MB (N draws) | peak MB (20 draws) | difference MB | draws if kept MB | target | |",
@@ -887,20 +927,37 @@ def markdown(results: dict[str, Any]) -> str:
     for row in kd["accuracy"]:
         lines.append(f"| {row['observable']} | {row['truth']:g} | {row['mean']:.5f} | {row['mcse']:.5f} | "
                      f"{row['z']:+.2f} | {row['num_batches']} | {verdict_word(row['pass'])} |")
-    spread = kd["spread"]
-    lines += ["", f"Reported MCSE against the spread of the means over {spread['num_runs']} independent runs "
-                  f"({spread['num_chains']} chains × {spread['num_samples']:,} draws, seeds 1000…): ratio = standard "
-                  f"deviation of the means / RMS of the reported MCSEs (target within a factor {MCSE_FACTOR}, on the "
-                  "pooled ratio over the four quantities; each single ratio from 10 runs scatters by about ±24%).", "",
-              "| observable | std of means | RMS MCSE | ratio |", "|---|---:|---:|---:|"]
+    return lines
+
+
+def _mcse_spread_table(results: dict[str, Any]) -> list[str]:
+    """Section 4's reported MCSE against the spread of the means over independent runs."""
+    spread = results["keep_draws"]["spread"]
+    lines = ["", f"Reported MCSE against the spread of the means over {spread['num_runs']} independent runs "
+                 f"({spread['num_chains']} chains × {spread['num_samples']:,} draws, seeds 1000…): ratio = standard "
+                 f"deviation of the means / RMS of the reported MCSEs (target within a factor {MCSE_FACTOR}, on the "
+                 "pooled ratio over the four quantities; each single ratio from 10 runs scatters by about ±24%).", "",
+             "| observable | std of means | RMS MCSE | ratio |", "|---|---:|---:|---:|"]
     for row in spread["rows"]:
         lines.append(f"| {row['observable']} | {row['std_of_means']:.5f} | {row['rms_mcse']:.5f} | {row['ratio']:.2f} |")
     lines.append(f"| **pooled** | | | **{spread['pooled_ratio']:.2f}** {verdict_word(spread['pass'])} |")
-    lines += ["", "## Summary", ""]
+    return lines
+
+
+def _summary_section(results: dict[str, Any]) -> list[str]:
+    """Every check's verdict, the total time and the command."""
+    lines = ["", "## Summary", ""]
     for check, ok in results["summary"].items():
         lines.append(f"- {check}: **{verdict_word(ok)}**")
     lines += ["", f"Total {results['total_seconds'] / 60:.1f} min. Command: `{results['command']}`", ""]
-    return "\n".join(lines)
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The report of a run, one part per section, from the results JSON alone (``--render`` writes it again)."""
+    sections = (_header_section, _mala_table, _phases_table, _verdict_share_table, _samplers_section,
+                _memory_section, _keep_draws_section, _mcse_spread_table, _summary_section)
+    return "\n".join(line for section in sections for line in section(results))
 
 
 def summary(results: dict[str, Any]) -> dict[str, bool]:
@@ -927,7 +984,8 @@ def summary(results: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line: sizes and sections of the run, resuming, re-rendering, and the memory children's entry."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of about a minute")
     parser.add_argument("--out", default=None, help="output folder (default: benchmarks/results; with --quick a "
@@ -946,17 +1004,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--render", default=None, metavar="JSON",
                         help="only write the markdown again from a results JSON (beside it)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child is not None:
-        child_main(json.loads(args.child))
-        return {}
-    if args.render is not None:
-        with open(args.render) as stream:
-            results = json.load(stream)
-        table = markdown(results)
-        write_atomically(os.path.splitext(args.render)[0] + ".md", table)
-        print(table)
-        return results
+    return parser.parse_args(argv)
+
+
+def _render_again(path: str) -> dict[str, Any]:
+    """``--render``: the markdown written again beside a results JSON (and printed), nothing measured."""
+    with open(path) as stream:
+        results = json.load(stream)
+    table = markdown(results)
+    write_atomically(os.path.splitext(path)[0] + ".md", table)
+    print(table)
+    return results
+
+
+def _configure(args: argparse.Namespace) -> tuple[Config, set[str]]:
+    """The sizes (:data:`QUICK` or :data:`FULL`, with the command line's overrides) and the sections to run."""
     config = QUICK if args.quick else FULL
     if args.chains:
         config = dataclasses.replace(config, chains=tuple(int(c) for c in args.chains.split(",")))
@@ -967,10 +1029,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sections = set(args.sections.split(","))
     if args.no_memory or "memory" not in sections:
         config = dataclasses.replace(config, memory=False)
-    # `jaxprobe bench` points JAXPROBE_BENCH_RESULTS at a scratch folder unless --record is given.
-    out_dir = args.out or os.environ.get("JAXPROBE_BENCH_RESULTS") or (
-        tempfile.mkdtemp(prefix="answer_speed-quick-") if args.quick else results_dir())
-    results: dict[str, Any] = {
+    return config, sections
+
+
+def _run_record(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """The results' opening entries: when, how launched, the machine and versions, the configuration and
+    targets, the load and the code measured (so that every figure can be read in its circumstances)."""
+    return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "quick": args.quick, "machine": throughput.machine(), "versions": throughput.versions(),
@@ -983,20 +1048,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average": {"before": list(os.getloadavg())},
         "code": {"start": code_state()},
     }
-    other_work = throughput.OtherWork()
-    global PROGRESS
-    PROGRESS = Progress(args.resume, {"config": results["config"], "code": results["code"]["start"]["jaxprobe_sha256"]})
-    PROGRESS.start_segment(results["date"], other_work)
+
+
+def _run_sections(config: Config, sections: set[str], results: dict[str, Any]) -> None:
+    """Every section asked for, into ``results``; memory first: a child inherits its parent's peak RSS into
+    ru_maxrss at exec, so the children are spawned while this process is small."""
     install_phase_timers()
-    # Memory first: a child inherits its parent's peak RSS into ru_maxrss at exec, so spawn them while small.
     results["memory"] = memory_section(config) if config.memory else []
     _, logdensity = make_target()
     results["mala"] = mala_section(config, logdensity) if "mala" in sections else []
     results["samplers"] = samplers_section(config, logdensity) if "samplers" in sections else []
     results["keep_draws"] = keep_draws_section(config) if "keep_draws" in sections else None
-    results["load_average"]["after"] = list(os.getloadavg())
-    results["code"]["end"] = code_state()
-    PROGRESS.put("finished", True)
+
+
+def _close_segments(results: dict[str, Any], other_work: throughput.OtherWork) -> None:
+    """The run's date, load and other work over all its segments (a resumed run has several), and its total
+    time, into ``results``."""
     segments = results["segments"] = PROGRESS.get("segments")
     if len(segments) > 1:  # resumed: the whole run's figures over its segments
         results["date"] = segments[0]["date"]
@@ -1006,16 +1073,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if len(segments) == 1:
         results["other_work_cores"] = other_work.cores()
     results["total_seconds"] = sum(seg["seconds"] for seg in segments)
+
+
+def _write_results(results: dict[str, Any], out_dir: str) -> None:
+    """``answer_speed.json`` and ``.md`` (with the summary) into ``out_dir``, or only
+    ``answer_speed.partial.json`` when section 1 or 4 did not run (no summary without them)."""
     if results["keep_draws"] is None or not results["mala"]:
         write_atomically(os.path.join(out_dir, "answer_speed.partial.json"), json.dumps(results, indent=2) + "\n")
         log(f"partial run: wrote {out_dir}/answer_speed.partial.json only")
-        return results
+        return
     results["summary"] = summary(results)
     write_atomically(os.path.join(out_dir, "answer_speed.json"), json.dumps(results, indent=2) + "\n")
     table = markdown(results)
     write_atomically(os.path.join(out_dir, "answer_speed.md"), table)
     print(table)
     log(f"done in {results['total_seconds']:.0f} s; wrote {out_dir}/answer_speed.json and answer_speed.md")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark (or a memory child, or ``--render``) and write its results; returns them."""
+    args = _parse_arguments(argv)
+    if args.child is not None:
+        child_main(json.loads(args.child))
+        return {}
+    if args.render is not None:
+        return _render_again(args.render)
+    config, sections = _configure(args)
+    # `jaxprobe bench` points JAXPROBE_BENCH_RESULTS at a scratch folder unless --record is given.
+    out_dir = args.out or os.environ.get("JAXPROBE_BENCH_RESULTS") or (
+        tempfile.mkdtemp(prefix="answer_speed-quick-") if args.quick else results_dir())
+    results = _run_record(args, config)
+    other_work = throughput.OtherWork()
+    global PROGRESS
+    PROGRESS = Progress(args.resume, {"config": results["config"], "code": results["code"]["start"]["jaxprobe_sha256"]})
+    PROGRESS.start_segment(results["date"], other_work)
+    _run_sections(config, sections, results)
+    results["load_average"]["after"] = list(os.getloadavg())
+    results["code"]["end"] = code_state()
+    PROGRESS.put("finished", True)
+    _close_segments(results, other_work)
+    _write_results(results, out_dir)
     return results
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+from typing import Any
 
 import jax
 import numpy as np
@@ -36,14 +37,120 @@ def _timed(function, *args, **kwargs):
     return out, time.perf_counter() - start
 
 
-def main(argv=None):
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line: sizes (``--scale``), the probes' temperature, a note for the report, or a walk-only redo."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the number of chains and draws")
     parser.add_argument("--temperature", type=float, default=0.1)
     parser.add_argument("--note", default="")
     parser.add_argument("--walk-only", type=float, default=None, metavar="STEP_SIZE",
                         help="redo only the latent walk with this MALA step size, updating latent.json")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _reference(vae: Any, models: list, test_images: np.ndarray, train_images: np.ndarray) -> tuple[dict, np.ndarray]:
+    """What the probes' samples are judged against: real test digits and decoded prior draws (no probe), how
+    far each lies from the VAE's manifold; the decoded prior draws are returned too (experiment 4 starts there)."""
+    reference = {"test_digits": experiments.manifold_distance(vae, test_images, train_images)}
+    prior_images = latent.decode_draws(vae, np.random.default_rng(0).standard_normal((1000, vae.latent_dim)))
+    reference["decoded_prior_draws"] = experiments.manifold_distance(vae, prior_images, train_images)
+    reference["decoded_prior_draws"]["fraction_both_8"] = experiments.fraction_with_labels(models, [8, 8],
+                                                                                            prior_images)
+    return reference, prior_images
+
+
+def _joint_8(vae: Any, models: list, train_images: np.ndarray, tau: float, options: dict) -> tuple[dict, Any]:
+    """Experiment 1: latent samples both classifiers call '8'; its report (and figure) and the samples (the
+    walk reuses their step size)."""
+    (joint, report), seconds = _timed(experiments.joint_label, 1, vae, models, 8, temperature=tau, **options)
+    report["seconds"] = seconds
+    report["manifold"] = experiments.manifold_distance(vae, joint.flat_images(), train_images)
+    jaxprobe.plots.image_grid(joint.images[:16, -1], os.path.join(RESULTS, "latent_joint_8.png"), num_columns=8,
+                              title=f"latent samples, G = CE(CNN, 8) + CE(MLP, 8), tau = {tau:g}")
+    return report, joint
+
+
+def _contrasting(vae: Any, models: list, tau: float, options: dict) -> dict:
+    """Experiment 2: latent samples the two classifiers label differently (:data:`PAIRS`); a report per pair,
+    and a figure of four samples per pair (ones with both requested labels where there are four)."""
+    reports, grid = {}, []
+    for pair_index, (cnn_label, mlp_label) in enumerate(PAIRS):
+        (contrast, report), seconds = _timed(experiments.contrasting_labels, 10 + pair_index, vae, models,
+                                             [cnn_label, mlp_label], temperature=tau, **options)
+        report["seconds"] = seconds
+        reports[f"CNN {cnn_label} / MLP {mlp_label}"] = report
+        predicted = latent.predicted_labels(models, contrast.images[:, -1])
+        both = np.flatnonzero((predicted[0] == cnn_label) & (predicted[1] == mlp_label))
+        chosen = both[:4] if len(both) >= 4 else np.arange(4)
+        grid += [(contrast.images[i, -1], f"C{predicted[0, i]}/M{predicted[1, i]}") for i in chosen]
+    jaxprobe.plots.image_grid(np.stack([g[0] for g in grid]), os.path.join(RESULTS, "latent_contrasting.png"),
+                              num_columns=4, titles=[g[1] for g in grid],
+                              title="rows: CNN 0/MLP 1, CNN 1/MLP 7, CNN 0/MLP 8, CNN 2/MLP 5 (C = CNN, M = MLP)")
+    return reports
+
+
+def _anchored(vae: Any, models: list, anchor: np.ndarray, train_images: np.ndarray, tau: float,
+              options: dict) -> dict:
+    """Experiment 3: latent samples both classifiers call '8' near a real '3' (latent-space two-norm
+    localizer); its report and figure."""
+    (anchored, report), seconds = _timed(experiments.anchored_label, 2, vae, models, [8, 8], anchor, weight=1.0,
+                                         temperature=tau, **options)
+    report["seconds"] = seconds
+    report["manifold"] = experiments.manifold_distance(vae, anchored.flat_images(), train_images)
+    jaxprobe.plots.image_grid(np.concatenate([anchor[None], anchored.images[:15, -1]]),
+                              os.path.join(RESULTS, "latent_anchored.png"), num_columns=8,
+                              title="first: the real '3' anchor; then latent samples preferring '8' near it")
+    return report
+
+
+def _pixel_space(vae: Any, models: list, prior_images: np.ndarray, anchor: np.ndarray, train_images: np.ndarray,
+                 tau: float, options: dict) -> tuple[dict, dict]:
+    """Experiment 4: the probes of experiments 1 and 3 sampled on pixels, started from the same on-manifold
+    images (decoded prior draws; the anchor), to show what the latent space buys; both reports and a figure."""
+    num_chains = options["num_chains"]
+    pixel_options = {k: v for k, v in options.items() if k != "num_chains"}
+    (pixels, joint_report), seconds = _timed(experiments.pixel_space, 4, models, [8, 8],
+                                             prior_images[:num_chains], temperature=tau, **pixel_options)
+    joint_report["seconds"] = seconds
+    joint_report["manifold"] = experiments.manifold_distance(vae, pixels, train_images)
+    (pixels_anchored, anchored_report), seconds = _timed(
+        experiments.pixel_space, 5, models, [8, 8], np.repeat(anchor[None], num_chains, 0), temperature=tau,
+        anchor_image=anchor, weight=1.0 / 784 * vae.latent_dim, **pixel_options)
+    anchored_report["seconds"] = seconds
+    anchored_report["manifold"] = experiments.manifold_distance(vae, pixels_anchored, train_images)
+    jaxprobe.plots.image_grid(pixels[:16, -1], os.path.join(RESULTS, "latent_pixel_space.png"), num_columns=8,
+                              title="the same probe sampled on pixels: classified '8', off the data manifold")
+    return joint_report, anchored_report
+
+
+def _benefit(results: dict) -> dict:
+    """How much further pixel-space samples lie from the data manifold than latent ones (experiments 4 vs 1)."""
+    latent_manifold, pixel_manifold = results["joint_8"]["manifold"], results["pixel_joint_8"]["manifold"]
+    return {
+        "reconstruction_mse_ratio_pixel_over_latent": pixel_manifold["reconstruction_mse_mean"]
+        / latent_manifold["reconstruction_mse_mean"],
+        "nearest_neighbour_ratio_pixel_over_latent": pixel_manifold["nearest_neighbour_distance_mean"]
+        / latent_manifold["nearest_neighbour_distance_mean"]}
+
+
+def _machine(note: str) -> dict:
+    """The machine, jax and the date of the run (the seconds only mean something with them), and the user's note."""
+    return {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "note": note}
+
+
+def _write_results(results: dict) -> None:
+    """``latent.json`` and ``latent.md`` into :data:`RESULTS` (atomically), and the markdown on stdout."""
+    atomic_write(os.path.join(RESULTS, "latent.json"), lambda s: s.write(json.dumps(results, indent=2) + "\n"),
+                 binary=False)
+    atomic_write(os.path.join(RESULTS, "latent.md"), lambda s: s.write(_markdown(results)), binary=False)
+    print(_markdown(results))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the four experiments (or only the walk, ``--walk-only``) and write the results and figures."""
+    args = _parse_arguments(argv)
     if args.walk_only is not None:
         return walk_only(args.walk_only)
     num_chains = max(8, int(64 * args.scale))
@@ -60,81 +167,19 @@ def main(argv=None):
     results = {"settings": {"temperature": tau, "sampler": "mala", **{k: v for k, v in options.items()
                                                                       if k != "progress"}},
                "checkpoints": training}
-    reference = {"test_digits": experiments.manifold_distance(vae, test_images, train_images)}
-    prior_images = latent.decode_draws(vae, np.random.default_rng(0).standard_normal((1000, vae.latent_dim)))
-    reference["decoded_prior_draws"] = experiments.manifold_distance(vae, prior_images, train_images)
-    reference["decoded_prior_draws"]["fraction_both_8"] = experiments.fraction_with_labels(models, [8, 8],
-                                                                                            prior_images)
-    results["reference"] = reference
-
-    # 1. joint '8'
-    (joint, report), seconds = _timed(experiments.joint_label, 1, vae, models, 8, temperature=tau, **options)
-    report["seconds"] = seconds
-    report["manifold"] = experiments.manifold_distance(vae, joint.flat_images(), train_images)
-    results["joint_8"] = report
-    jaxprobe.plots.image_grid(joint.images[:16, -1], os.path.join(RESULTS, "latent_joint_8.png"), num_columns=8,
-                              title=f"latent samples, G = CE(CNN, 8) + CE(MLP, 8), tau = {tau:g}")
-
-    # 2. contrasting labels
-    results["contrasting"] = {}
-    grid = []
-    for pair_index, (cnn_label, mlp_label) in enumerate(PAIRS):
-        (contrast, report), seconds = _timed(experiments.contrasting_labels, 10 + pair_index, vae, models,
-                                             [cnn_label, mlp_label], temperature=tau, **options)
-        report["seconds"] = seconds
-        results["contrasting"][f"CNN {cnn_label} / MLP {mlp_label}"] = report
-        predicted = latent.predicted_labels(models, contrast.images[:, -1])
-        both = np.flatnonzero((predicted[0] == cnn_label) & (predicted[1] == mlp_label))
-        chosen = both[:4] if len(both) >= 4 else np.arange(4)
-        grid += [(contrast.images[i, -1], f"C{predicted[0, i]}/M{predicted[1, i]}") for i in chosen]
-    jaxprobe.plots.image_grid(np.stack([g[0] for g in grid]), os.path.join(RESULTS, "latent_contrasting.png"),
-                              num_columns=4, titles=[g[1] for g in grid],
-                              title="rows: CNN 0/MLP 1, CNN 1/MLP 7, CNN 0/MLP 8, CNN 2/MLP 5 (C = CNN, M = MLP)")
-
-    # 3. anchored: '8' near a real '3' (latent-space two-norm localizer), and the walk of Fig. 4 left
+    results["reference"], prior_images = _reference(vae, models, test_images, train_images)
+    results["joint_8"], joint = _joint_8(vae, models, train_images, tau, options)
+    results["contrasting"] = _contrasting(vae, models, tau, options)
     anchor = test_images[test_labels == 3][0]
-    (anchored, report), seconds = _timed(experiments.anchored_label, 2, vae, models, [8, 8], anchor, weight=1.0,
-                                         temperature=tau, **options)
-    report["seconds"] = seconds
-    report["manifold"] = experiments.manifold_distance(vae, anchored.flat_images(), train_images)
-    results["anchored_8_near_3"] = report
-    jaxprobe.plots.image_grid(np.concatenate([anchor[None], anchored.images[:15, -1]]),
-                              os.path.join(RESULTS, "latent_anchored.png"), num_columns=8,
-                              title="first: the real '3' anchor; then latent samples preferring '8' near it")
+    results["anchored_8_near_3"] = _anchored(vae, models, anchor, train_images, tau, options)
     results["walk"] = _walk(vae, models, anchor, tau, float(np.median(joint.samples.step_size)))
-
-    # 4. the same probes on pixels, started from the same on-manifold images
-    pixel_options = {k: v for k, v in options.items() if k != "num_chains"}
-    (pixels, report), seconds = _timed(experiments.pixel_space, 4, models, [8, 8], prior_images[:num_chains],
-                                       temperature=tau, **pixel_options)
-    report["seconds"] = seconds
-    report["manifold"] = experiments.manifold_distance(vae, pixels, train_images)
-    results["pixel_joint_8"] = report
-    (pixels_anchored, report), seconds = _timed(
-        experiments.pixel_space, 5, models, [8, 8], np.repeat(anchor[None], num_chains, 0), temperature=tau,
-        anchor_image=anchor, weight=1.0 / 784 * vae.latent_dim, **pixel_options)
-    report["seconds"] = seconds
-    report["manifold"] = experiments.manifold_distance(vae, pixels_anchored, train_images)
-    results["pixel_anchored_8_near_3"] = report
-    jaxprobe.plots.image_grid(pixels[:16, -1], os.path.join(RESULTS, "latent_pixel_space.png"), num_columns=8,
-                              title="the same probe sampled on pixels: classified '8', off the data manifold")
-
-    latent_manifold, pixel_manifold = results["joint_8"]["manifold"], results["pixel_joint_8"]["manifold"]
-    results["benefit"] = {
-        "reconstruction_mse_ratio_pixel_over_latent": pixel_manifold["reconstruction_mse_mean"]
-        / latent_manifold["reconstruction_mse_mean"],
-        "nearest_neighbour_ratio_pixel_over_latent": pixel_manifold["nearest_neighbour_distance_mean"]
-        / latent_manifold["nearest_neighbour_distance_mean"]}
-    results["machine"] = {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
-                          "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-                          "note": args.note}
+    results["pixel_joint_8"], results["pixel_anchored_8_near_3"] = _pixel_space(
+        vae, models, prior_images, anchor, train_images, tau, options)
+    results["benefit"] = _benefit(results)
+    results["machine"] = _machine(args.note)
     results["command"] = "python -m jaxprobe.bench.latent" + (f" --scale {args.scale:g}"
                                                                       if args.scale != 1 else "")
-    atomic_write(os.path.join(RESULTS, "latent.json"), lambda s: s.write(json.dumps(results, indent=2) + "\n"),
-                 binary=False)
-    atomic_write(os.path.join(RESULTS, "latent.md"), lambda s: s.write(_markdown(results)), binary=False)
-    print(_markdown(results))
+    _write_results(results)
 
 
 def _walk(vae, models, anchor, tau, step_size, num_steps=200, thin=10):

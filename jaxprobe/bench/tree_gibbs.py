@@ -57,6 +57,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -113,18 +114,30 @@ def _ess(samples) -> dict:
 VARIANTS = ("rwmh", "tree_gibbs", "tree_gibbs (no prior moves)")
 
 
-def compare_samplers(dataset: str, sizes: dict, joint: bool = False) -> tuple[dict, dict]:
-    """Part 1 on one data set: a row per variant (:data:`VARIANTS`) and the reconstructions (for part 2).
+@dataclasses.dataclass(frozen=True)
+class _Problem:
+    """One data set's reconstruction problem of part 1, shared by every variant: the data, the victim, the
+    priors with their moments, the common starting points and both samplers' targets."""
 
-    All run on the reconstruction's own target (:func:`reconstruction_question`; RWMH in the prior's
-    whitened coordinates as ``reconstruct`` runs it, tree_gibbs in feature units) from the same
-    importance-resampled starting points. Call 1 compiles, warms up and samples; call 2 continues every chain
-    from call 1's last draw with no warmup (RWMH keeps its adapted step sizes) and is the one timed and
-    assessed: pure sampling, compiled programs reused. ``joint``: the six prior levels of the sweep in one
-    program (``reconstruct_many``, as ``run_sweep`` calls it); the ESS is then that of the correct prior's
-    draws (setting 0), the cost that of the whole program.
-    """
-    from jaxprobe.reconstruct.posterior import _initial_positions  # reconstruct's own starting points
+    dataset: str
+    joint: bool
+    data: dict
+    chains: int
+    num_settings: int
+    num_classes: int
+    dim: int
+    moments: list
+    choleskys: list
+    start: np.ndarray  # (C, S, K, D) in feature units
+    class_weights: Any
+    target: Any  # tree_gibbs's target, feature units
+    whitened: Any  # RWMH's target, the prior's whitened coordinates
+
+
+def _prepare_problem(dataset: str, sizes: dict, joint: bool) -> _Problem:
+    """The victim, the prior(s) and reconstruct's own importance-resampled starting points for one data set, so
+    that every variant starts from the same draws and samples the same posterior."""
+    from jaxprobe.reconstruct.posterior import initial_positions  # reconstruct's own starting points
 
     x_train, y_train, x_test, y_test, _ = prepare_data(dataset, 0, max_rows=2000)
     base = make_model("gradient_boosting").fit(x_train, y_train)
@@ -139,7 +152,7 @@ def compare_samplers(dataset: str, sizes: dict, joint: bool = False) -> tuple[di
     choleskys = [np.linalg.cholesky(covariance) for _, covariance in moments]
     starts, class_weights = [], None
     for index, prior in enumerate(priors):
-        start, weights = _initial_positions(jax.random.fold_in(jax.random.key(1), index),
+        start, weights = initial_positions(jax.random.fold_in(jax.random.key(1), index),
                                             jax.jit(classifier.probabilities), prior, chains,
                                             max(1024, 16 * chains), 1.0, jnp.float32)
         starts.append(np.asarray(start, np.float64))  # (C, K, D) in feature units
@@ -149,72 +162,130 @@ def compare_samplers(dataset: str, sizes: dict, joint: bool = False) -> tuple[di
     target = tree_gibbs.reconstruction_target(identity, [classifier] * num_settings, priors, num_classes, dim)
     whitened = reconstruction_question([(classifier, prior, mean, cholesky)
                                         for prior, (mean, _), cholesky in zip(priors, moments, choleskys)], 1.0)
+    data = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test, "base": base}
+    return _Problem(dataset, joint, data, chains, num_settings, num_classes, dim, moments, choleskys, start,
+                    class_weights, target, whitened)
+
+
+@dataclasses.dataclass(frozen=True)
+class _VariantRun:
+    """A variant's two calls: the first (compiles, warms up) and the timed continuation, its feature-unit draws
+    of the correct prior, and the ensemble evaluations one transition costs."""
+
+    first_seconds: float
+    second: Any  # the timed call's Samples
+    seconds: float
+    draws: np.ndarray  # (C, N, K, D), feature units, setting 0
+    per_transition: int
+
+
+def _sample_rwmh(problem: _Problem, settings: dict) -> _VariantRun:
+    """RWMH as ``reconstruct`` runs it (whitened coordinates), started from the common draws; the second call
+    continues the first's chains with its adapted step sizes and no warmup."""
+    chains, dim, num_classes = problem.chains, problem.dim, problem.num_classes
+    samples, thin, warmup = settings["samples"], settings["thin"], settings["num_warmup"]
+    chunk = max(1, samples // 4)
+    moments, choleskys, start = problem.moments, problem.choleskys, problem.start
+    z0 = np.stack([np.linalg.solve(cholesky, (start[:, s] - mean).reshape(-1, dim).T).T.reshape(
+        chains, num_classes, dim) for s, ((mean, _), cholesky) in enumerate(zip(moments, choleskys))], axis=1)
+
+    def run(key: jax.Array, z: np.ndarray, warmup_steps: int, step_size: Any = None) -> jaxprobe.Samples:
+        """One ``jaxprobe.sample`` call from whitened positions ``z``."""
+        return jaxprobe.sample(key, problem.whitened.logdensity, z.reshape(chains, -1).astype(np.float32),
+                               sampler="rwmh", num_samples=samples, num_warmup=warmup_steps, thin=thin,
+                               chunk_size=chunk, step_size=step_size, progress=False, convergence="ignore")
+
+    tic = time.perf_counter()
+    first = run(jax.random.key(2), z0, warmup)
+    first_seconds = time.perf_counter() - tic
+    tic = time.perf_counter()
+    second = run(jax.random.key(3), first.positions[:, -1], 0, first.step_size)
+    seconds = time.perf_counter() - tic
+    z = second.positions.reshape(chains, samples, problem.num_settings, num_classes, dim)[:, :, 0]
+    draws = moments[0][0] + z @ choleskys[0].T
+    return _VariantRun(first_seconds, second, seconds, draws, problem.num_settings * num_classes)
+
+
+def _sample_tree_gibbs(problem: _Problem, settings: dict, moves: tuple | None) -> _VariantRun:
+    """tree_gibbs sweeps in feature units from the common draws (``moves=()``: no prior moves, ``None``: the
+    default ones); the second call continues the first's chains with no burn-in."""
+    chains, dim, target = problem.chains, problem.dim, problem.target
+    samples, thin, warmup = settings["samples"], settings["thin"], settings["num_warmup"]
+    chunk = max(1, samples // 4)
+
+    def run(key: jax.Array, x: np.ndarray, warmup_sweeps: int, moves: tuple | None = moves) -> jaxprobe.Samples:
+        """One ``tree_gibbs.sample`` call from feature-unit positions ``x``."""
+        return tree_gibbs.sample(key, target, x.reshape(chains, -1, dim).astype(np.float32),
+                                 num_samples=samples, num_warmup=warmup_sweeps, thin=thin, chunk_size=chunk,
+                                 prior_moves=moves, convergence="ignore")
+
+    tic = time.perf_counter()
+    first = run(jax.random.key(2), problem.start, warmup)
+    first_seconds = time.perf_counter() - tic
+    tic = time.perf_counter()
+    second = run(jax.random.key(3), first.positions[:, -1], 0)
+    seconds = time.perf_counter() - tic
+    draws = second.positions.reshape(chains, samples, problem.num_settings, problem.num_classes, dim)[:, :, 0]
+    draws = draws.astype(np.float64)
+    used_moves = target.default_prior_moves if moves is None else moves
+    per_transition = target.evaluations_per_sweep + target.num_blocks * len(used_moves)
+    return _VariantRun(first_seconds, second, seconds, draws, per_transition)
+
+
+def _run_variant(problem: _Problem, variant: str, sizes: dict) -> tuple[dict, Any]:
+    """One variant of :data:`VARIANTS`: its row (sizes, times, ESS of the features, cost in ensemble
+    evaluations) and its reconstruction (for part 2)."""
+    settings = sizes["rwmh" if variant == "rwmh" else "tree_gibbs"]
+    samples, thin, warmup = settings["samples"], settings["thin"], settings["num_warmup"]
+    if variant == "rwmh":
+        done = _sample_rwmh(problem, settings)
+    else:
+        done = _sample_tree_gibbs(problem, settings, () if "no prior moves" in variant else None)
+    chains, seconds = problem.chains, done.seconds
+    in_features = dataclasses.replace(done.second, positions=done.draws)  # ESS of the features for every variant
+    transitions = chains * samples * thin  # steps (rwmh) or sweeps (tree_gibbs), over all chains
+    row = {"dataset": problem.dataset + (" (6 priors jointly)" if problem.joint else ""), "sampler": variant,
+           "features": problem.dim, "classes": problem.num_classes, "settings": problem.num_settings,
+           "chains": chains, "num_warmup": warmup, "samples": samples, "thin": thin,
+           "seconds_first_call": done.first_seconds, "seconds_sampling": seconds,
+           "ensemble_evaluations": int(transitions * done.per_transition),
+           "evaluations_per_transition": int(done.per_transition), **_ess(in_features)}
+    for name in ("ess_median", "ess_min", "within_chain_ess_median"):
+        row[f"{name}_per_second"] = row[name] / seconds
+        row[f"{name}_per_million_evaluations"] = row[name] / row["ensemble_evaluations"] * 1e6
+    reconstruction = R.Reconstruction(in_features, done.draws, problem.class_weights, problem.moments[0][0],
+                                      problem.choleskys[0])
+    _log(f"{row['dataset']} {variant}: ESS median {row['ess_median']:.0f} (within-chain "
+         f"{row['within_chain_ess_median']:.0f}), R-hat {row['rhat_max']:.3f}, sampling {seconds:.1f} s, "
+         f"first call {done.first_seconds:.1f} s")
+    return row, reconstruction
+
+
+def compare_samplers(dataset: str, sizes: dict, joint: bool = False) -> tuple[dict, dict]:
+    """Part 1 on one data set: a row per variant (:data:`VARIANTS`) and the reconstructions (for part 2).
+
+    All run on the reconstruction's own target (:func:`reconstruction_question`; RWMH in the prior's
+    whitened coordinates as ``reconstruct`` runs it, tree_gibbs in feature units) from the same
+    importance-resampled starting points. Call 1 compiles, warms up and samples; call 2 continues every chain
+    from call 1's last draw with no warmup (RWMH keeps its adapted step sizes) and is the one timed and
+    assessed: pure sampling, compiled programs reused. ``joint``: the six prior levels of the sweep in one
+    program (``reconstruct_many``, as ``run_sweep`` calls it); the ESS is then that of the correct prior's
+    draws (setting 0), the cost that of the whole program.
+    """
+    problem = _prepare_problem(dataset, sizes, joint)
     rows, reconstructions = {}, {}
     for variant in VARIANTS:
-        settings = sizes["rwmh" if variant == "rwmh" else "tree_gibbs"]
-        samples, thin, warmup = settings["samples"], settings["thin"], settings["num_warmup"]
-        chunk = max(1, samples // 4)
-        if variant == "rwmh":
-            z0 = np.stack([np.linalg.solve(cholesky, (start[:, s] - mean).reshape(-1, dim).T).T.reshape(
-                chains, num_classes, dim) for s, ((mean, _), cholesky) in enumerate(zip(moments, choleskys))], axis=1)
-
-            def run(key, z, warmup_steps, step_size=None):
-                return jaxprobe.sample(key, whitened.logdensity, z.reshape(chains, -1).astype(np.float32),
-                                       sampler="rwmh", num_samples=samples, num_warmup=warmup_steps, thin=thin,
-                                       chunk_size=chunk, step_size=step_size, progress=False, convergence="ignore")
-
-            tic = time.perf_counter()
-            first = run(jax.random.key(2), z0, warmup)
-            first_seconds = time.perf_counter() - tic
-            tic = time.perf_counter()
-            second = run(jax.random.key(3), first.positions[:, -1], 0, first.step_size)
-            seconds = time.perf_counter() - tic
-            z = second.positions.reshape(chains, samples, num_settings, num_classes, dim)[:, :, 0]
-            draws = moments[0][0] + z @ choleskys[0].T
-            per_transition = num_settings * num_classes
-        else:
-            moves = () if "no prior moves" in variant else None
-
-            def run(key, x, warmup_sweeps, moves=moves):
-                return tree_gibbs.sample(key, target, x.reshape(chains, -1, dim).astype(np.float32),
-                                         num_samples=samples, num_warmup=warmup_sweeps, thin=thin, chunk_size=chunk,
-                                         prior_moves=moves, convergence="ignore")
-
-            tic = time.perf_counter()
-            first = run(jax.random.key(2), start, warmup)
-            first_seconds = time.perf_counter() - tic
-            tic = time.perf_counter()
-            second = run(jax.random.key(3), first.positions[:, -1], 0)
-            seconds = time.perf_counter() - tic
-            draws = second.positions.reshape(chains, samples, num_settings, num_classes, dim)[:, :, 0]
-            draws = draws.astype(np.float64)
-            used_moves = target.default_prior_moves if moves is None else moves
-            per_transition = target.evaluations_per_sweep + target.num_blocks * len(used_moves)
-        in_features = dataclasses.replace(second, positions=draws)  # ESS of the features for every variant
-        transitions = chains * samples * thin  # steps (rwmh) or sweeps (tree_gibbs), over all chains
-        row = {"dataset": dataset + (" (6 priors jointly)" if joint else ""), "sampler": variant, "features": dim,
-               "classes": num_classes, "settings": num_settings, "chains": chains, "num_warmup": warmup,
-               "samples": samples, "thin": thin, "seconds_first_call": first_seconds, "seconds_sampling": seconds,
-               "ensemble_evaluations": int(transitions * per_transition),
-               "evaluations_per_transition": int(per_transition), **_ess(in_features)}
-        for name in ("ess_median", "ess_min", "within_chain_ess_median"):
-            row[f"{name}_per_second"] = row[name] / seconds
-            row[f"{name}_per_million_evaluations"] = row[name] / row["ensemble_evaluations"] * 1e6
-        rows[variant] = row
-        reconstructions[variant] = R.Reconstruction(in_features, draws, class_weights, moments[0][0], choleskys[0])
-        _log(f"{row['dataset']} {variant}: ESS median {row['ess_median']:.0f} (within-chain "
-             f"{row['within_chain_ess_median']:.0f}), R-hat {row['rhat_max']:.3f}, sampling {seconds:.1f} s, "
-             f"first call {first_seconds:.1f} s")
+        rows[variant], reconstructions[variant] = _run_variant(problem, variant, sizes)
     for variant in VARIANTS[1:]:
         for name in ("ess_median", "ess_min", "within_chain_ess_median"):
             for unit in ("per_second", "per_million_evaluations"):
                 key = f"{name}_{unit}"
                 rows[variant][f"{key}_ratio"] = rows[variant][key] / max(rows["rwmh"][key], 1e-12)
+    target = problem.target
     rows["tree_gibbs"]["padded_evaluations_per_sweep"] = target.padded_evaluations_per_sweep
     rows["tree_gibbs"]["feature_groups"] = [[int(g.features.size), g.num_intervals, list(g.widths)]
                                             for g in target.groups]
-    data = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test, "base": base}
-    return rows, {"reconstructions": reconstructions, "data": data}
+    return rows, {"reconstructions": reconstructions, "data": problem.data}
 
 
 def synthetic_rows(part1: dict, sizes: dict) -> list[dict]:
@@ -266,13 +337,18 @@ def sweep_part(sizes: dict) -> dict:
             "gradient_boosting_only": {"correlations": spearman_summary(gb)} if gb else {}}
 
 
-def markdown(result: dict) -> str:
+def _header(result: dict) -> list[str]:
+    """Title and the run's circumstances (command, date, machine, load): the times only mean something with them."""
     quick = " **--quick: smoke run, numbers not meaningful**" if result["quick"] else ""
-    lines = ["# Tree-ensemble reconstruction: tree_gibbs vs RWMH", "",
-             f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jax {result['jax']}; load "
-             f"average at the start {result['load_average_start']}, at the end {result['load_average_end']} (a shared "
-             f"2-core machine: absolute times are inflated, the ratios are measured side by side).{quick}", "",
-             "## 1. Mixing per second and per ensemble evaluation (correct prior, gradient boosting victim)", "",
+    return ["# Tree-ensemble reconstruction: tree_gibbs vs RWMH", "",
+            f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jax {result['jax']}; load "
+            f"average at the start {result['load_average_start']}, at the end {result['load_average_end']} (a shared "
+            f"2-core machine: absolute times are inflated, the ratios are measured side by side).{quick}", ""]
+
+
+def _mixing_table(result: dict) -> list[str]:
+    """Part 1's table: every variant's sizes, times, ESS and cost in ensemble evaluations, per data set."""
+    lines = ["## 1. Mixing per second and per ensemble evaluation (correct prior, gradient boosting victim)", "",
              "Sampling time: a second call that continues the chains of a first (compiled, warmed-up) one "
              "without warmup. ESS (of the features, x = m + L z for RWMH's whitened chains): pooled bulk ESS over all K·D coordinates "
              "(median, min), within-chain ESS (each chain's own, summed; median), max R-hat. A transition is an "
@@ -290,8 +366,13 @@ def markdown(result: dict) -> str:
                          f"{r['within_chain_ess_median']:.0f} | {r['rhat_max']:.3f} | {r['ess_median_per_second']:.1f} | "
                          f"{r['within_chain_ess_median_per_second']:.1f} | {r['evaluations_per_transition']:,} | "
                          f"{r['ess_median_per_million_evaluations']:.2f} |")
-    lines += ["", "Over RWMH:", "", "| data set | variant | ESS/s (median) | ESS/s (min) | within-chain ESS/s | "
-              "ESS per evaluation (median) | within-chain ESS per evaluation |", "|---|---|---:|---:|---:|---:|---:|"]
+    return lines
+
+
+def _ratios_table(result: dict) -> list[str]:
+    """Part 1 over RWMH: each tree_gibbs variant's ESS per second and per evaluation as a multiple of RWMH's."""
+    lines = ["", "Over RWMH:", "", "| data set | variant | ESS/s (median) | ESS/s (min) | within-chain ESS/s | "
+             "ESS per evaluation (median) | within-chain ESS per evaluation |", "|---|---|---:|---:|---:|---:|---:|"]
     for dataset, rows in result["part1"].items():
         for variant in VARIANTS[1:]:
             g = rows[variant]
@@ -299,71 +380,111 @@ def markdown(result: dict) -> str:
                          f"{g['ess_min_per_second_ratio']:.1f} | {g['within_chain_ess_median_per_second_ratio']:.1f} | "
                          f"{g['ess_median_per_million_evaluations_ratio']:.2f} | "
                          f"{g['within_chain_ess_median_per_million_evaluations_ratio']:.2f} |")
+    return lines
+
+
+def _ess_target_note(result: dict) -> list[str]:
+    """The issue's ESS/s target on digits, met or not, with the feature groups behind tree_gibbs's cost (empty
+    without a digits row)."""
     digits = result["part1"].get("digits", {}).get("tree_gibbs")
-    if digits:
-        joint = result["part1"].get("digits (6 priors jointly)", {}).get("tree_gibbs")
-        joint_text = (f"; with the sweep's six priors in one program {joint['ess_median_per_second_ratio']:.1f}× "
-                      f"(within-chain {joint['within_chain_ess_median_per_second_ratio']:.1f}×)") if joint else ""
-        lines += ["", f"Issue target (tree_gibbs ≥ {ESS_TARGET:.0f}× RWMH's ESS/s on digits): pooled median ESS/s "
-                  f"{digits['ess_median_per_second_ratio']:.1f}×, within-chain "
-                  f"{digits['within_chain_ess_median_per_second_ratio']:.1f}× for one prior{joint_text} — "
-                  f"**{'met' if digits['ess_median_per_second_ratio'] >= ESS_TARGET else 'not met'}** for one prior "
-                  "(RWMH's pooled ESS counts its starting points' spread, see above). Feature groups "
-                  f"(features, intervals, trees walked): {digits['feature_groups']}; the coordinate updates of a "
-                  f"sweep compute {digits['padded_evaluations_per_sweep']:,} (padded) interval evaluations for "
-                  f"{digits['evaluations_per_transition'] - 6 * digits['classes']:,} needed.", ""]
-    if result.get("part2"):
-        lines += ["## 2. Digits synthetic models (correct prior, all training rows)", "",
-                  "Synthetic / base test accuracy of a gradient boosting model (same settings) trained on n "
-                  "reconstructed rows (training class proportions); two synthetic draws each.", "",
-                  "| sampler | synthetic rows | base accuracy | synthetic accuracy | ratio | mean ratio |",
-                  "|---|---:|---:|---|---|---:|"]
-        for r in result["part2"]:
-            lines.append(f"| {r['sampler']} | {r['synthetic_rows']} | {r['base_accuracy']:.3f} | "
-                         f"{', '.join(f'{v:.3f}' for v in r['synthetic_accuracy'])} | "
-                         f"{', '.join(f'{v:.3f}' for v in r['ratio'])} | {r['ratio_mean']:.3f} |")
-        lines.append("")
+    if not digits:
+        return []
+    joint = result["part1"].get("digits (6 priors jointly)", {}).get("tree_gibbs")
+    joint_text = (f"; with the sweep's six priors in one program {joint['ess_median_per_second_ratio']:.1f}× "
+                  f"(within-chain {joint['within_chain_ess_median_per_second_ratio']:.1f}×)") if joint else ""
+    return ["", f"Issue target (tree_gibbs ≥ {ESS_TARGET:.0f}× RWMH's ESS/s on digits): pooled median ESS/s "
+            f"{digits['ess_median_per_second_ratio']:.1f}×, within-chain "
+            f"{digits['within_chain_ess_median_per_second_ratio']:.1f}× for one prior{joint_text} — "
+            f"**{'met' if digits['ess_median_per_second_ratio'] >= ESS_TARGET else 'not met'}** for one prior "
+            "(RWMH's pooled ESS counts its starting points' spread, see above). Feature groups "
+            f"(features, intervals, trees walked): {digits['feature_groups']}; the coordinate updates of a "
+            f"sweep compute {digits['padded_evaluations_per_sweep']:,} (padded) interval evaluations for "
+            f"{digits['evaluations_per_transition'] - 6 * digits['classes']:,} needed.", ""]
+
+
+def _synthetic_section(result: dict) -> list[str]:
+    """Part 2: synthetic / base accuracy per sampler and synthetic set size (empty when part 2 did not run)."""
+    if not result.get("part2"):
+        return []
+    lines = ["## 2. Digits synthetic models (correct prior, all training rows)", "",
+             "Synthetic / base test accuracy of a gradient boosting model (same settings) trained on n "
+             "reconstructed rows (training class proportions); two synthetic draws each.", "",
+             "| sampler | synthetic rows | base accuracy | synthetic accuracy | ratio | mean ratio |",
+             "|---|---:|---:|---|---|---:|"]
+    for r in result["part2"]:
+        lines.append(f"| {r['sampler']} | {r['synthetic_rows']} | {r['base_accuracy']:.3f} | "
+                     f"{', '.join(f'{v:.3f}' for v in r['synthetic_accuracy'])} | "
+                     f"{', '.join(f'{v:.3f}' for v in r['ratio'])} | {r['ratio_mean']:.3f} |")
+    lines.append("")
+    return lines
+
+
+def _spearman_cell(correlations: dict, key: str) -> str:
+    """One Spearman table cell, ``ρ (p, n)``; nan where the correlation is missing."""
+    value = correlations.get(key, {})
+    return f"{value.get('rho', float('nan')):.2f} ({value.get('p', float('nan')):.1g}, {value.get('n', '')})"
+
+
+def _sweep_records_table(sweep: dict) -> list[str]:
+    """Part 3's correct-prior records of tree_gibbs, live RWMH and recorded RWMH, with the settings they ran."""
+    lines = ["## 3. Digits reconstruction sweep with tree models on tree_gibbs", "",
+             f"`run_sweep('digits', model_kinds=('gradient_boosting', 'decision_tree'), sampler='tree_gibbs', "
+             f"ridge=0.01, ...)` with {json.dumps(sweep['settings'])} ({sweep['seconds']:.0f} s); beside it "
+             f"gradient boosting on RWMH with {json.dumps(sweep['rwmh_settings'])} ({sweep['rwmh_seconds']:.0f} s: "
+             "the recorded sweep's sampler settings, this run's chains and synthetic set size), and the records "
+             "of `results/reconstruction.sweep.json` (RWMH, 1258-row synthetic sets). All six prior levels of "
+             "a model are sampled in one program (`reconstruct_many`).", "",
+             "| model | sampler | train fraction (rows) | synthetic rows | base acc. | synthetic acc. | ratio | "
+             "kl_gaussian | kl_knn |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for sampler, label in (("tree_gibbs", "tree_gibbs"), ("rwmh", "rwmh"), ("rwmh_recorded", "rwmh (recorded)")):
+        for r in sweep.get(sampler, {}).get("records", []):
+            if r["prior_error"] == 0.0:
+                lines.append(f"| {r['model']} | {label} | {r['train_fraction']} ({r['num_train']}) | "
+                             f"{r.get('num_synthetic', '')} | {r['base_accuracy']:.3f} | "
+                             f"{r['synthetic_accuracy']:.3f} | {r['accuracy_ratio']:.3f} | {r['kl_gaussian']:.2f} | "
+                             f"{r['kl_knn']:.2f} |")
+    return lines
+
+
+def _sweep_correlations_table(sweep: dict) -> list[str]:
+    """Part 3's Spearman correlations (KL estimates against prior and model error) for each set of runs."""
+    lines = ["", "Spearman ρ (p, n):", "", "| runs | kl_gaussian vs prior error | kl_knn vs prior error | "
+             "kl_gaussian_marginal_mean vs prior error | kl_knn vs model error | synthetic vs base accuracy |",
+             "|---|---|---|---|---|---|"]
+    keys = ("kl_gaussian_vs_prior_error", "kl_knn_vs_prior_error", "kl_gaussian_marginal_mean_vs_prior_error",
+            "kl_knn_vs_model_error", "synthetic_vs_base_accuracy")
+    for label, c in (("tree_gibbs: gradient boosting + decision tree", sweep["tree_gibbs"]["correlations"]),
+                     ("tree_gibbs: gradient boosting", sweep["gradient_boosting_only"].get("correlations", {})),
+                     ("rwmh: gradient boosting (this run)", sweep.get("rwmh", {}).get("correlations", {})),
+                     ("rwmh: gradient boosting (recorded)", sweep.get("rwmh_recorded", {}).get("correlations", {}))):
+        if c:
+            lines.append(f"| {label} | " + " | ".join(_spearman_cell(c, key) for key in keys) + " |")
+    return lines
+
+
+def _accuracy_target_note(sweep: dict) -> list[str]:
+    """The issue's accuracy target (digits gradient boosting, correct prior), met or not (empty without rows)."""
+    gb = [r for r in sweep["tree_gibbs"]["records"] if r["model"] == "gradient_boosting" and r["prior_error"] == 0.0]
+    if not gb:
+        return []
+    worst = min(r["accuracy_ratio"] for r in gb)
+    return ["", f"Issue target (digits gradient boosting synthetic / base ≥ {ACCURACY_TARGET}, correct prior): "
+            f"smallest ratio {worst:.3f} with {gb[0].get('num_synthetic')} synthetic rows — "
+            f"**{'met' if worst >= ACCURACY_TARGET else 'not met'}**."]
+
+
+def _sweep_section(result: dict) -> list[str]:
+    """Part 3: records, correlations and the accuracy target (empty when the sweep was skipped)."""
     sweep = result.get("part3")
-    if sweep:
-        lines += ["## 3. Digits reconstruction sweep with tree models on tree_gibbs", "",
-                  f"`run_sweep('digits', model_kinds=('gradient_boosting', 'decision_tree'), sampler='tree_gibbs', "
-                  f"ridge=0.01, ...)` with {json.dumps(sweep['settings'])} ({sweep['seconds']:.0f} s); beside it "
-                  f"gradient boosting on RWMH with {json.dumps(sweep['rwmh_settings'])} ({sweep['rwmh_seconds']:.0f} s: "
-                  "the recorded sweep's sampler settings, this run's chains and synthetic set size), and the records "
-                  "of `results/reconstruction.sweep.json` (RWMH, 1258-row synthetic sets). All six prior levels of "
-                  "a model are sampled in one program (`reconstruct_many`).", "",
-                  "| model | sampler | train fraction (rows) | synthetic rows | base acc. | synthetic acc. | ratio | "
-                  "kl_gaussian | kl_knn |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for sampler, label in (("tree_gibbs", "tree_gibbs"), ("rwmh", "rwmh"), ("rwmh_recorded", "rwmh (recorded)")):
-            for r in sweep.get(sampler, {}).get("records", []):
-                if r["prior_error"] == 0.0:
-                    lines.append(f"| {r['model']} | {label} | {r['train_fraction']} ({r['num_train']}) | "
-                                 f"{r.get('num_synthetic', '')} | {r['base_accuracy']:.3f} | "
-                                 f"{r['synthetic_accuracy']:.3f} | {r['accuracy_ratio']:.3f} | {r['kl_gaussian']:.2f} | "
-                                 f"{r['kl_knn']:.2f} |")
-        lines += ["", "Spearman ρ (p, n):", "", "| runs | kl_gaussian vs prior error | kl_knn vs prior error | "
-                  "kl_gaussian_marginal_mean vs prior error | kl_knn vs model error | synthetic vs base accuracy |",
-                  "|---|---|---|---|---|---|"]
+    if not sweep:
+        return []
+    return _sweep_records_table(sweep) + _sweep_correlations_table(sweep) + _accuracy_target_note(sweep) + [""]
 
-        def cell(c, key):
-            value = c.get(key, {})
-            return f"{value.get('rho', float('nan')):.2f} ({value.get('p', float('nan')):.1g}, {value.get('n', '')})"
 
-        for label, c in (("tree_gibbs: gradient boosting + decision tree", sweep["tree_gibbs"]["correlations"]),
-                         ("tree_gibbs: gradient boosting", sweep["gradient_boosting_only"].get("correlations", {})),
-                         ("rwmh: gradient boosting (this run)", sweep.get("rwmh", {}).get("correlations", {})),
-                         ("rwmh: gradient boosting (recorded)", sweep.get("rwmh_recorded", {}).get("correlations", {}))):
-            if c:
-                lines.append(f"| {label} | {cell(c, 'kl_gaussian_vs_prior_error')} | {cell(c, 'kl_knn_vs_prior_error')} | "
-                             f"{cell(c, 'kl_gaussian_marginal_mean_vs_prior_error')} | {cell(c, 'kl_knn_vs_model_error')} | "
-                             f"{cell(c, 'synthetic_vs_base_accuracy')} |")
-        gb = [r for r in sweep["tree_gibbs"]["records"] if r["model"] == "gradient_boosting" and r["prior_error"] == 0.0]
-        if gb:
-            worst = min(r["accuracy_ratio"] for r in gb)
-            lines += ["", f"Issue target (digits gradient boosting synthetic / base ≥ {ACCURACY_TARGET}, correct prior): "
-                      f"smallest ratio {worst:.3f} with {gb[0].get('num_synthetic')} synthetic rows — "
-                      f"**{'met' if worst >= ACCURACY_TARGET else 'not met'}**."]
-        lines.append("")
+def markdown(result: dict) -> str:
+    """The report of a run: one section per part, from the results JSON alone (so it can be rendered again)."""
+    lines = (_header(result) + _mixing_table(result) + _ratios_table(result) + _ess_target_note(result)
+             + _synthetic_section(result) + _sweep_section(result))
     return "\n".join(lines) + "\n"
 
 

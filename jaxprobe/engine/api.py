@@ -107,11 +107,13 @@ class _FlatLogDensity:
 
 def check_settings(*, num_samples: Any, num_warmup: Any, thin: Any = 1, chunk_size: Any = None,
                    step_size_mode: Any = "per_chain", target_acceptance_rate: Any = None, step_size: Any = None,
-                   num_chains: int | None = None) -> tuple[int, int, int, int | None, float | None]:
+                   num_chains: int | None = None, needs_step_size: bool = True
+                   ) -> tuple[int, int, int, int | None, float | None]:
     """:func:`sample`'s run settings checked (a TypeError/ValueError naming the argument), for callers that
     must refuse them before compiling anything of their own (``generate`` draws starting points first).
     Returns ``(num_samples, num_warmup, thin, chunk_size, target_acceptance_rate)``; ``step_size`` is
-    checked when ``num_chains`` is given (a positive number or one per chain)."""
+    checked when ``num_chains`` is given (a positive number or one per chain). ``needs_step_size=False``: a sampler
+    without a step size (Gibbs sweeps), for which ``num_warmup=0`` needs nothing more."""
     num_samples = check_int(num_samples, "num_samples", 1)
     num_warmup = check_int(num_warmup, "num_warmup", 0)
     thin = check_int(thin, "thin", 1)
@@ -124,7 +126,7 @@ def check_settings(*, num_samples: Any, num_warmup: Any, thin: Any = 1, chunk_si
                                               maximum=1.0, exclusive_minimum=True, exclusive_maximum=True)
     if step_size is not None and num_chains is not None:
         _check_positive_array("step_size", step_size, num_chains, np.float64)
-    if step_size is None and num_warmup == 0:
+    if needs_step_size and step_size is None and num_warmup == 0:
         raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
     return num_samples, num_warmup, thin, chunk_size, target_acceptance_rate
 
@@ -328,6 +330,12 @@ def _to_host(array: jax.Array) -> np.ndarray:
 @jit_bounded(static_argnames=("kernel", "logdensity_fn"))
 def _init(kernel, logdensity_fn, positions, parameters):
     return core.init(kernel, logdensity_fn, positions, parameters)
+
+
+#: The steps of :func:`sample`, in the order it runs them: module-level functions it looks up at call time, so
+#: that a profiler can wrap each with a timer (``jaxprobe.bench.answer_speed`` does). Each step ends synchronized
+#: with the device, so a step's wall time is its own. Named here so that renaming a step breaks the profiler loudly.
+SAMPLE_STEPS = ("_validate", "_place", "_adapt_or_resume", "_run_chunks", "_result")
 
 
 @jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin", "monitor", "keep_draws"),
@@ -728,7 +736,7 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
             raise ValueError(f"inverse_mass_matrix is only used by hmc, nuts and chees, not {sampler!r}")
         inverse_mass_matrix = _check_positive_array("inverse_mass_matrix", inverse_mass_matrix, num_chains, dtype,
                                                     (layout.dim,))
-    if step_size is None and num_warmup == 0:
+    if needs_step_size and step_size is None and num_warmup == 0:
         raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")

@@ -177,7 +177,7 @@ def reconstruction_logdensity(classifier: Any, prior: Any, *, temperature: float
     return lambda z: question.logdensity(z.reshape(-1))
 
 
-def _initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype,
+def initial_positions(rng_key, probabilities_fn, prior, num_chains, num_candidates, tau, dtype,
                        allow_impossible=False):
     """Sampling–importance–resampling from the prior with weights p_model(k | x)^(1/τ): ``(C, K, D)``.
 
@@ -339,7 +339,7 @@ def _prepare_settings(settings: Sequence[tuple[Any, Any]], sampler: str, whiten:
 def _starting_points(rng_key: PRNGKey, prepared: Sequence[tuple[Any, Any, np.ndarray, np.ndarray]],
                      num_chains: int, num_candidates: int, tau: float, dtype: Any, allow_impossible: bool
                      ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each setting's starting points in its whitened coordinates ``(C, K, D)`` (:func:`_initial_positions`,
+    """Each setting's starting points in its whitened coordinates ``(C, K, D)`` (:func:`initial_positions`,
     key ``fold_in(rng_key, s)``) and its class weights p̂(y = k) ``(K,)``."""
     dim = prepared[0][0].num_features
     starts, weights, batched = [], [], {}
@@ -348,7 +348,7 @@ def _starting_points(rng_key: PRNGKey, prepared: Sequence[tuple[Any, Any, np.nda
             batched[id(classifier)] = (
                 (lambda x, c=classifier: c.probabilities(np.asarray(x, np.float64))) if classifier.black_box
                 else jax.jit(classifier.probabilities))
-        start, class_weights = _initial_positions(jax.random.fold_in(rng_key, index), batched[id(classifier)],
+        start, class_weights = initial_positions(jax.random.fold_in(rng_key, index), batched[id(classifier)],
                                                   prior, num_chains, num_candidates, tau, dtype,
                                                   allow_impossible=allow_impossible)
         start_z = np.linalg.solve(cholesky, (np.asarray(start, np.float64) - mean).reshape(-1, dim).T).T

@@ -208,6 +208,21 @@ def test_stump_ensemble_posterior_is_a_mixture_of_truncated_normals():
     mc_check_second_moment(samples.positions, np.array([mean, -1.0]), np.diag([variance, 0.25]))
 
 
+def test_no_warmup_needs_no_step_size_and_is_still_exact():
+    """Gibbs sweeps have no step size to adapt: ``num_warmup=0`` runs (it once asked for a step_size) and the
+    stump posterior's mixture masses and mean still come out within Monte-Carlo error."""
+    model = stump_ensemble([(0, -1.0, 0.2, 0.7), (0, 0.3, 0.4, 0.9), (0, 1.5, 0.5, 0.05)], 2)
+    cuts = np.concatenate([[-np.inf], model.split_thresholds[0].astype(np.float64), [np.inf]])
+    p1 = [np.mean([0.2, 0.4, 0.5]), np.mean([0.7, 0.4, 0.5]), np.mean([0.7, 0.9, 0.5]), np.mean([0.7, 0.9, 0.05])]
+    masses, mean, _ = mixture_of_truncated_normals(cuts, p1, 0.4, 1.3, tau=0.5)
+    samples = jaxprobe.generate(KEY, probes.fixed_label(model, 1), temperature=0.5, num_chains=64,
+                                num_samples=300, num_warmup=0, sampler="tree_gibbs",
+                                prior=priors.DiagonalGaussian([0.4, -1.0], [1.3, 0.5]))
+    assert samples.positions.shape == (64, 300, 2)
+    mc_check_mean(indicator_draws(samples.positions[..., 0].astype(np.float64), cuts), masses)
+    mc_check_mean(samples.positions, np.array([mean, -1.0]))
+
+
 def _grid_posterior(model, prior, tau, half_width=8.0, points=1201):
     """Posterior moments and cell masses of a 2-D target on a grid (trapezoid-free: cells are tiny)."""
     axis = np.linspace(-half_width, half_width, points)

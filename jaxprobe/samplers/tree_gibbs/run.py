@@ -157,7 +157,8 @@ def sample(
     """
     rng_key = canonicalize_key(rng_key)
     num_samples, num_warmup, thin, chunk_size, _ = check_settings(num_samples=num_samples, num_warmup=num_warmup,
-                                                                  thin=thin, chunk_size=chunk_size)
+                                                                  thin=thin, chunk_size=chunk_size,
+                                                                  needs_step_size=False)  # Gibbs: no step size
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
     check_policy(convergence)
