@@ -5,11 +5,12 @@ An interrupted write leaves the previous file (or none) in place, never a trunca
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
-__all__ = ["atomic_write", "is_writer"]
+__all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json"]
 
 
 def _umask() -> int:
@@ -49,3 +50,17 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: b
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def float_to_json(value: float | None) -> float | str | None:
+    """A JSON-safe float: NaN and ±inf as the strings ``"nan"``, ``"inf"``, ``"-inf"`` (JSON has no such
+    numbers); None stays None. :func:`float_from_json` reads it back."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def float_from_json(value: Any) -> float | None:
+    """The float written by :func:`float_to_json` (``float("nan")`` reads the strings back)."""
+    return None if value is None else float(value)

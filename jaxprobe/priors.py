@@ -36,11 +36,6 @@ __all__ = ["GaussianMixtureForm", "MixtureFormPrior", "StandardNormal", "Diagona
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _as_float_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
-    """``value`` (an array, a DataFrame/Series, a nested list) as finite float64 values, else an error naming it."""
-    return as_float_array(value, name, ndim=ndim)
-
-
 class GaussianMixtureForm(NamedTuple):
     """A prior on d features as a mixture of M Gaussians, or as flat, restricted to a box (NumPy, float64).
 
@@ -122,8 +117,8 @@ class DiagonalGaussian(ValueObject):
     scale: Any
 
     def __post_init__(self):
-        mean = _as_float_array("mean", self.mean, 1)
-        scale = _as_float_array("scale", self.scale)
+        mean = as_float_array(self.mean, "mean", ndim=1)
+        scale = as_float_array(self.scale, "scale")
         scale = np.broadcast_to(scale, mean.shape) if scale.ndim == 0 else scale
         if scale.shape != mean.shape:
             raise ValueError(f"scale must be a scalar or have the shape of mean {mean.shape}, got {scale.shape}")
@@ -156,8 +151,8 @@ class Gaussian(ValueObject):
     covariance: Any
 
     def __post_init__(self):
-        mean = _as_float_array("mean", self.mean, 1)
-        covariance = _as_float_array("covariance", self.covariance, 2)
+        mean = as_float_array(self.mean, "mean", ndim=1)
+        covariance = as_float_array(self.covariance, "covariance", ndim=2)
         if covariance.shape != (mean.size, mean.size):
             raise ValueError(f"covariance must have shape {(mean.size, mean.size)}, got {covariance.shape}")
         if not np.allclose(covariance, covariance.T, rtol=1e-10, atol=1e-12):
@@ -204,8 +199,8 @@ class UniformBox(ValueObject):
     high: Any
 
     def __post_init__(self):
-        low = _as_float_array("low", self.low)
-        high = _as_float_array("high", self.high)
+        low = as_float_array(self.low, "low")
+        high = as_float_array(self.high, "high")
         low, high = np.broadcast_arrays(low, high)
         if np.any(high <= low):
             raise ValueError("uniform box needs low < high in every coordinate")

@@ -28,7 +28,7 @@ from jaxprobe.engine import streaming
 from jaxprobe.engine.verdict import CoordinateNames, check_policy, report, verdict_from_statistics
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
-__all__ = ["sample", "canonicalize_key", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
+__all__ = ["sample", "canonicalize_key", "to_host", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
            "make_kernel", "compiled_program_count", "CheckpointMismatchError", "Progress"]
 
 
@@ -315,7 +315,9 @@ def _to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
     return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
 
 
-def _to_host(array: jax.Array) -> np.ndarray:
+def to_host(array: jax.Array) -> np.ndarray:
+    """``array`` as one NumPy array on this host: gathered from every process when chains are sharded over
+    several hosts (``jax.distributed``), else a (zero-copy on CPU) view."""
     if jax.process_count() > 1:  # pragma: no cover - needs several hosts
         from jax.experimental import multihost_utils
 
@@ -446,7 +448,7 @@ def _smc_start(rng_key, smc, reference, tilt, layout, num_chains, dtype, shardin
                          f"the target has {layout.dim}")
     particles = _to_device(flat.astype(dtype), sharding)
     result = smc.start(key_tempering, reference, tilt, particles)
-    return _to_device(_to_host(result.particles), sharding), jax.tree.map(_to_host, result)
+    return _to_device(to_host(result.particles), sharding), jax.tree.map(to_host, result)
 
 
 def smc_evidence(result: Any) -> dict[str, Any]:
@@ -736,8 +738,6 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
             raise ValueError(f"inverse_mass_matrix is only used by hmc, nuts and chees, not {sampler!r}")
         inverse_mass_matrix = _check_positive_array("inverse_mass_matrix", inverse_mass_matrix, num_chains, dtype,
                                                     (layout.dim,))
-    if needs_step_size and step_size is None and num_warmup == 0:
-        raise ValueError("num_warmup=0 needs an explicit step_size (nothing to adapt it with)")
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
     checked = check_observables(observables, layout, dtype, initial_positions)
@@ -767,7 +767,7 @@ def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
         positions, smc_result = _smc_start(jax.random.fold_in(rng_key, 1), run.smc, run.smc_reference,
                                            run.smc_tilt, layout, run.num_chains, dtype, sharding)
     state = _init(kernel, run.logdensity, positions, parameters)
-    initial_logdensity = _to_host(state.kernel_state.logdensity)
+    initial_logdensity = to_host(state.kernel_state.logdensity)
     if not np.all(np.isfinite(initial_logdensity)):
         bad = np.nonzero(~np.isfinite(initial_logdensity))[0]
         raise ValueError(
@@ -898,9 +898,9 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         evidence = smc_evidence(smc_result)
     draw_stats, observable_sums = monitored
     if placed.sharding.mesh.devices.flat[0].platform == "cpu":  # one memory: NumPy, nothing to compile
-        statistics = streaming.finalize(jax.tree.map(_to_host, draw_stats), run.monitor, xp=np)
+        statistics = streaming.finalize(jax.tree.map(to_host, draw_stats), run.monitor, xp=np)
     else:
-        statistics = jax.tree.map(_to_host, _finalize(draw_stats, run.monitor))
+        statistics = jax.tree.map(to_host, _finalize(draw_stats, run.monitor))
     acceptance_rate = stats_sum["acceptance_rate_sum"] / steps
     chains_start_at_target = smc_result is not None and bool(smc_result.info.reached_target)
     names = CoordinateNames.of_draws(jax.tree_util.tree_unflatten(
@@ -919,22 +919,22 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),
         logdensity=None if logdensity is None else np.swapaxes(logdensity, 0, 1),
         acceptance_rate=acceptance_rate,
-        step_size=np.broadcast_to(_to_host(state.parameters["step_size"]), (run.num_chains,)).copy(),
+        step_size=np.broadcast_to(to_host(state.parameters["step_size"]), (run.num_chains,)).copy(),
         num_divergent=stats_sum["num_divergent"],
         num_nonfinite=stats_sum["num_nonfinite"],
         num_gradient_evaluations=gradient_evaluations,
         sampler=run.sampler,
         num_warmup=run.num_warmup,
         thin=run.thin,
-        inverse_mass_matrix=_to_host(state.parameters["inverse_mass_matrix"])
+        inverse_mass_matrix=to_host(state.parameters["inverse_mass_matrix"])
         if "inverse_mass_matrix" in state.parameters else None,
         chains_start_at_target=chains_start_at_target,
         numerics=placed.policy.mode,
         verdict=verdict,
-        observables={name: streaming.observed(jax.tree.map(_to_host, sums))
+        observables={name: streaming.observed(jax.tree.map(to_host, sums))
                      for name, sums in observable_sums.items()} or None,
         particle_observables=None if smc_result is None else {
-            name: streaming.particle_observed(_to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
+            name: streaming.particle_observed(to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
                                               run.smc.groups(run.num_chains))
             for name, fn in run.monitor.observables} or None,
         **evidence,
@@ -992,7 +992,7 @@ def _target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:
     """The log density at 8 fixed points (standard normals from a constant seed): a different target gives
     different values, so a checkpoint of another target is refused whatever its settings."""
     points = np.random.default_rng(20261123).standard_normal((8, dim)).astype(dtype)
-    return _fingerprint(_to_host(_values_at(logdensity_fn, jnp.asarray(points))))
+    return _fingerprint(to_host(_values_at(logdensity_fn, jnp.asarray(points))))
 
 
 class _HostDraws:
@@ -1017,13 +1017,13 @@ class _HostDraws:
         that :meth:`hold` receives at the end)."""
         end = self.count + num_draws
         if self.keep and trace is not None:
-            self.position[self.count:end] = _to_host(trace.position)
-            self.logdensity[self.count:end] = _to_host(trace.logdensity)
+            self.position[self.count:end] = to_host(trace.position)
+            self.logdensity[self.count:end] = to_host(trace.logdensity)
         self.count = end
 
     def hold(self, trace: "core.Trace") -> None:
         """Take a whole run's device buffer as the draws: on a CPU device NumPy views its memory, no copy."""
-        self.position, self.logdensity = _to_host(trace.position), _to_host(trace.logdensity)
+        self.position, self.logdensity = to_host(trace.position), to_host(trace.logdensity)
 
     def attach(self, folder: str, count: int | None) -> None:
         """Use the draws files in ``folder``: new ones (``count=None``), or a checkpoint's with ``count`` draws
@@ -1112,10 +1112,10 @@ class _CheckpointWriter:
         stats = None if stats_sum is None else dict(stats_sum)
         # The state to the host here, in the calling thread: with several processes that is a collective
         # (every process gathers every chain), which must run in the same order on all of them.
-        host_state = {f"state.{name}": _to_host(value) for name, value in state.kernel_state._asdict().items()}
-        host_state.update({f"param.{name}": _to_host(value) for name, value in state.parameters.items()})
-        host_state["step"] = _to_host(state.step)
-        host_state.update({f"monitor.{i}": _to_host(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(monitored))})
+        host_state = {f"state.{name}": to_host(value) for name, value in state.kernel_state._asdict().items()}
+        host_state.update({f"param.{name}": to_host(value) for name, value in state.parameters.items()})
+        host_state["step"] = to_host(state.step)
+        host_state.update({f"monitor.{i}": to_host(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(monitored))})
         if not is_writer():  # only process 0 writes
             return
         self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, host_state, draws.count,
@@ -1187,7 +1187,7 @@ def _collect(pending, draws, stats_sum, bar, free_buffers):
     draws.append(pending[5], trace)
     if trace is not None:
         free_buffers.setdefault(trace.position.shape[0], []).append(trace)
-    host = {name: _to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)
+    host = {name: to_host(getattr(stats, name)).astype(np.float64 if name == "acceptance_rate_sum" else np.int64)
             for name in _STAT_FIELDS}
     bar.update(steps, float(host["acceptance_rate_sum"].mean() / steps), "sampling")
     if stats_sum is None:
@@ -1209,7 +1209,7 @@ def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, target
         for steps in _chunks(num_warmup, steps_per_chunk):
             # One kept draw of `steps` transitions: burn-in draws are never stored.
             state, stats = _burn_in(rng_key, state, kernel, logdensity_fn, steps)
-            bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
+            bar.update(steps, float(np.mean(to_host(stats.acceptance_rate_sum))) / steps, "burn-in")
         return core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
     adaptation = kernel.adaptation(target, shared)
     schedule = adaptation.schedule(num_warmup)
@@ -1219,5 +1219,5 @@ def _run_warmup(rng_key, state, kernel, logdensity_fn, num_warmup, adapt, target
         chunk = jax.tree.map(lambda inputs: np.asarray(inputs[start:start + steps]), schedule)  # host arrays: no eager op
         adaptation_state, stats = _adapt_update(rng_key, adaptation_state, adaptation, logdensity_fn, chunk)
         start += steps
-        bar.update(steps, float(np.mean(_to_host(stats.acceptance_rate_sum))) / steps, "warmup")
+        bar.update(steps, float(np.mean(to_host(stats.acceptance_rate_sum))) / steps, "warmup")
     return _adapt_final(adaptation, adaptation_state)

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax import diagnostics as blackjax_diagnostics
 
-from jaxprobe._io import atomic_write
+from jaxprobe._io import atomic_write, float_from_json, float_to_json
 from jaxprobe.engine.streaming import Observed
-from jaxprobe.engine.verdict import Verdict, _decode_float, _encode_float, assess
+from jaxprobe.engine.verdict import Verdict, assess
 from jaxprobe.types import ArrayTree
 
 __all__ = ["Samples", "Summary"]
@@ -260,8 +260,8 @@ class Samples:
             "has_inverse_mass_matrix": self.inverse_mass_matrix is not None,
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "chains_start_at_target": bool(self.chains_start_at_target),
-            "log_evidence": _encode_float(self.log_evidence),
-            "log_evidence_se": _encode_float(self.log_evidence_se),
+            "log_evidence": float_to_json(self.log_evidence),
+            "log_evidence_se": float_to_json(self.log_evidence_se),
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
             "observables": {name: int(value.num_batches) for name, value in (self.observables or {}).items()},
@@ -317,8 +317,8 @@ class Samples:
                 inverse_mass_matrix=data["inverse_mass_matrix"] if header["has_inverse_mass_matrix"] else None,
                 verdict=None if verdict is None else Verdict.from_dict(verdict),
                 chains_start_at_target=bool(header.get("chains_start_at_target", False)),
-                log_evidence=_decode_float(header.get("log_evidence")),
-                log_evidence_se=_decode_float(header.get("log_evidence_se")),
+                log_evidence=float_from_json(header.get("log_evidence")),
+                log_evidence_se=float_from_json(header.get("log_evidence_se")),
                 evidence_path=None if path_keys is None else {
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
                 numerics=header.get("numerics"),

@@ -126,6 +126,7 @@ import jax
 import numpy as np
 
 from jaxprobe._inputs import check_int, check_number
+from jaxprobe._io import float_from_json, float_to_json
 from jaxprobe.engine import streaming
 from jaxprobe.engine.streaming import (DEFAULT_MAX_COORDINATES, DIFFUSION_RATIO, FLAT_TOLERANCE,  # noqa: F401
                                        MIN_CHAINS_FOR_SPREAD, MIN_DRAWS_FOR_DIFFUSION, MIN_DRAWS_FOR_RHAT,
@@ -169,18 +170,6 @@ class ConvergenceError(RuntimeError):
     def __init__(self, message: str, verdict: "Verdict | None" = None):
         super().__init__(message)
         self.verdict = verdict
-
-
-def _encode_float(value: float | None) -> float | str | None:
-    """JSON-safe float: NaN and ±inf as the strings ``"nan"``, ``"inf"``, ``"-inf"``."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else str(value)
-
-
-def _decode_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 _FLOAT_FIELDS = ("max_rhat", "rhat_threshold", "min_ess_bulk", "min_ess_threshold", "nonfinite_fraction",
@@ -262,7 +251,7 @@ class Verdict:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name in _FLOAT_FIELDS:
-                value = _encode_float(value)
+                value = float_to_json(value)
             elif isinstance(value, tuple):
                 value = list(value)
             elif isinstance(value, (bool, np.bool_)):
@@ -281,7 +270,7 @@ class Verdict:
             if name not in names:
                 continue
             if name in _FLOAT_FIELDS:
-                value = _decode_float(value)
+                value = float_from_json(value)
             elif name in ("problems", "notes"):
                 value = tuple(value)
             values[name] = value

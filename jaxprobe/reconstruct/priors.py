@@ -26,9 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._inputs import check_number
-from jaxprobe.priors import (DiagonalGaussian, Gaussian, GaussianMixtureForm, StandardNormal, UniformBox,
-                             _as_float_array)
+from jaxprobe._inputs import as_float_array, check_number
+from jaxprobe.priors import DiagonalGaussian, Gaussian, GaussianMixtureForm, StandardNormal, UniformBox
 from jaxprobe.types import Array, PRNGKey
 from jaxprobe._values import ValueObject
 
@@ -62,14 +61,14 @@ class GaussianMixture(ValueObject):
     covariance: Any
 
     def __post_init__(self):
-        means = _as_float_array("means", self.means, 2)
-        weights = _as_float_array("weights", self.weights, 1)
+        means = as_float_array(self.means, "means", ndim=2)
+        weights = as_float_array(self.weights, "weights", ndim=1)
         if weights.shape != (means.shape[0],):
             raise ValueError(f"weights must have shape ({means.shape[0]},) (one per mean), got {weights.shape}")
         if np.any(weights <= 0):
             raise ValueError("weights must be > 0")
         weights = weights / weights.sum()
-        covariance = _as_float_array("covariance", self.covariance)
+        covariance = as_float_array(self.covariance, "covariance")
         dim = means.shape[1]
         if covariance.shape not in ((dim, dim), (means.shape[0], dim, dim)):
             raise ValueError(f"covariance must have shape ({dim}, {dim}) (shared) or "
@@ -144,7 +143,7 @@ def kernel_density(sample: Any, bandwidth: str | float = "scott") -> GaussianMix
     ``(n (D+2) / 4)^(−1/(D+4))`` (Silverman's), or a given positive float h.
     Raises ValueError for fewer than D + 1 points (the sample covariance would be singular).
     """
-    sample = _as_float_array("sample", sample, 2)
+    sample = as_float_array(sample, "sample", ndim=2)
     n, dim = sample.shape
     if n < dim + 1:
         raise ValueError(f"sample must have at least D + 1 = {dim + 1} rows for a kernel density, got {n}")
@@ -168,7 +167,7 @@ def fit_gaussian(sample: Any, kind: str = "full", shrinkage: str | float | None 
     for small samples), a float α ∈ [0, 1] for ``(1 − α) S + α (tr S / D) I``, or None for
     the plain sample covariance. Columns with zero variance raise ValueError (drop them first).
     """
-    sample = _as_float_array("sample", sample, 2)
+    sample = as_float_array(sample, "sample", ndim=2)
     if sample.shape[0] < 2:
         raise ValueError(f"sample must have at least 2 rows, got {sample.shape[0]}")
     if kind not in ("full", "diagonal"):
@@ -237,7 +236,7 @@ def misspecify(prior: Any, mean_shift: float = 0.0, covariance_scale: float = 1.
     scale = check_number(covariance_scale, "covariance_scale", minimum=0.0, exclusive_minimum=True)
     mean, covariance = prior_moments(prior, dim)
     sd = np.sqrt(np.diag(covariance))
-    u = np.ones_like(mean) if direction is None else _as_float_array("direction", direction, 1)
+    u = np.ones_like(mean) if direction is None else as_float_array(direction, "direction", ndim=1)
     if u.shape != mean.shape:
         raise ValueError(f"direction must have shape {mean.shape}, got {u.shape}")
     offset = shift * sd * u

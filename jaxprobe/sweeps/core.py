@@ -36,7 +36,7 @@ from jaxprobe._io import atomic_write
 from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
-from jaxprobe.engine.api import (CheckpointMismatchError, _to_host, canonicalize_key, chain_sharding,
+from jaxprobe.engine.api import (CheckpointMismatchError, canonicalize_key, chain_sharding, to_host,
                                  compiled_program_count, make_kernel)
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
@@ -838,7 +838,7 @@ def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indice
         try:
             result = compiled(plan.rng_key, *inputs)
             # To the host whole: with several processes, each gathers every process's chains.
-            result = jax.tree.map(lambda value: _to_host(value)[:len(chunk)], result)
+            result = jax.tree.map(lambda value: to_host(value)[:len(chunk)], result)
         except Exception as error:  # noqa: BLE001 - recorded per cell
             table.fail(chunk, error, group_number)
             continue
