@@ -215,10 +215,10 @@ def test_no_warmup_needs_no_step_size_and_is_still_exact():
     cuts = np.concatenate([[-np.inf], model.split_thresholds[0].astype(np.float64), [np.inf]])
     p1 = [np.mean([0.2, 0.4, 0.5]), np.mean([0.7, 0.4, 0.5]), np.mean([0.7, 0.9, 0.5]), np.mean([0.7, 0.9, 0.05])]
     masses, mean, _ = mixture_of_truncated_normals(cuts, p1, 0.4, 1.3, tau=0.5)
-    samples = jaxprobe.generate(KEY, probes.fixed_label(model, 1), temperature=0.5, num_chains=64,
-                                num_samples=300, num_warmup=0, sampler="tree_gibbs",
+    samples = jaxprobe.generate(KEY, probes.fixed_label(model, 1), temperature=0.5, num_chains=32,
+                                num_samples=150, num_warmup=0, sampler="tree_gibbs",
                                 prior=priors.DiagonalGaussian([0.4, -1.0], [1.3, 0.5]))
-    assert samples.positions.shape == (64, 300, 2)
+    assert samples.positions.shape == (32, 150, 2)
     mc_check_mean(indicator_draws(samples.positions[..., 0].astype(np.float64), cuts), masses)
     mc_check_mean(samples.positions, np.array([mean, -1.0]))
 
@@ -361,7 +361,8 @@ def _importance_means(model, prior, num_classes, count=400_000):
     return means, errors
 
 
-@pytest.mark.parametrize("kind, data", [("decision_tree", "iris"), pytest.param("random_forest", "iris", marks=_SLOW),
+@pytest.mark.parametrize("kind, data", [pytest.param("decision_tree", "iris", marks=_SLOW),
+                                        pytest.param("random_forest", "iris", marks=_SLOW),
                                         pytest.param("gradient_boosting", "breast_cancer", marks=_SLOW),
                                         ("gradient_boosting", "iris"),
                                         ("xgboost", "breast_cancer"), pytest.param("xgboost", "iris", marks=_SLOW)])

@@ -167,6 +167,7 @@ def test_builtin_priors_declare_their_mixture_form(prior, kind):
 # ------------------------------------------------------------------ sweeps and configuration files
 
 
+@pytest.mark.slow  # ~20 s of compiling (CI's slow pass runs it)
 def test_sweep_cells_are_generate_runs_with_tree_gibbs():
     """A cell of sampler="tree_gibbs" is generate(fold_in(key, seed), ...), as the sweep promises."""
     settings = dict(num_chains=4, num_samples=15, num_warmup=3, prior=PRIOR)
