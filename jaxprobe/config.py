@@ -13,7 +13,7 @@ A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe swee
     alpha = 0.5
 
     [sampler]
-    name = "mala"                  # a registered sampler (jaxprobe.engine.known_samplers())
+    name = "mala"                  # a registered sampler (jaxprobe.engine.known_samplers(whole_run=True))
     num_chains = 64
     num_samples = 200
     temperature = 0.05
@@ -70,7 +70,7 @@ CLASSIFIER_ONLY = ("logistic_regression",)
 REGRESSOR_ONLY = ("linear_regression", "ridge")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
 OUTPUTS = ("sigmoid", "softmax", "identity")
-SAMPLERS = known_samplers()  # the registry (engine kernels and whole-run samplers; _is_sampler reads it at check time)
+SAMPLERS = known_samplers(whole_run=True)  # the registry (engine kernels and whole-run samplers; _is_sampler reads it at check time)
 #: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
 BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
                 "localize.weight", "localize.anchor")
@@ -195,7 +195,7 @@ def _string(v: Any) -> bool:
 
 def _is_sampler(v: Any) -> bool:
     """A sampler name of the engine's registry, read when the file is checked (so registered samplers count)."""
-    return isinstance(v, str) and v in known_samplers()
+    return isinstance(v, str) and v in known_samplers(whole_run=True)
 
 
 def _table(v: Any) -> bool:

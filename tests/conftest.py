@@ -1,6 +1,7 @@
 """Strict JAX settings for the test suite and shared helpers."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from blackjax import diagnostics
@@ -82,3 +83,13 @@ _COUNTER = CompileCounter()
 @pytest.fixture
 def compile_counter():
     return _COUNTER
+
+
+def std_normal(x):
+    """log N(x; 0, I) up to a constant: the engine tests' reference target."""
+    return -0.5 * jnp.sum(x**2)
+
+
+def normal_starts(num_chains: int = 8, dim: int = 3, seed: int = 0) -> np.ndarray:
+    """Starting points ``(num_chains, dim)`` drawn from N(0, I) with a fixed seed."""
+    return np.asarray(jax.random.normal(jax.random.key(seed), (num_chains, dim)))

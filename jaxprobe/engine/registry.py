@@ -35,16 +35,19 @@ _BUILTIN_NAMES = frozenset(SAMPLERS)
 WHOLE_RUN_SAMPLERS: dict[str, Any] = {}
 
 
-def known_samplers() -> tuple[str, ...]:
-    """Names accepted by ``generate``, ``sweep``, ``reconstruct`` and configuration files (``sampler=NAME``):
-    the engine kernels (built-in first, then registered ones: :func:`known_kernels`, which ``jaxprobe.sample``
-    also takes), then the registered whole-run samplers."""
-    return tuple(SAMPLERS) + tuple(name for name in WHOLE_RUN_SAMPLERS if name not in SAMPLERS)
+def known_samplers(*, whole_run: bool = False) -> tuple[str, ...]:
+    """Names accepted by ``sample(..., sampler=NAME)``: the engine kernels, built-in first, then registered ones.
+    ``whole_run=True`` adds the registered whole-run samplers: the names ``generate``, ``sweep``,
+    ``reconstruct`` and configuration files take."""
+    kernels = tuple(SAMPLERS)
+    if not whole_run:
+        return kernels
+    return kernels + tuple(name for name in WHOLE_RUN_SAMPLERS if name not in SAMPLERS)
 
 
 def known_kernels() -> tuple[str, ...]:
-    """Names accepted by ``sample(..., sampler=NAME)``: the engine kernels (built-in first, then registered ones)."""
-    return tuple(SAMPLERS)
+    """Names accepted by ``sample(..., sampler=NAME)`` (the same as :func:`known_samplers`)."""
+    return known_samplers()
 
 
 def whole_run_sampler(sampler: Any) -> Any:

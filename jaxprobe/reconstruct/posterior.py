@@ -301,8 +301,8 @@ def _check_run_settings(sampler: str, num_chains: Any, num_candidates: Any, temp
                         options: dict[str, Any]) -> tuple[Any, int, int, float]:
     """The run-wide arguments of :func:`reconstruct_many`, checked before anything is built or compiled:
     returns the whole-run sampler (or None), C, the number of prior candidates and τ."""
-    if sampler not in known_samplers():
-        raise ValueError(f"sampler must be one of {known_samplers()}, got {sampler!r}")
+    if sampler not in known_samplers(whole_run=True):
+        raise ValueError(f"sampler must be one of {known_samplers(whole_run=True)}, got {sampler!r}")
     whole_run = whole_run_sampler(sampler)
     if whole_run is not None:  # its options, before anything else is checked or compiled
         whole_run.check_options(options)

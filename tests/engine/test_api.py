@@ -6,18 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import mc_check_mean
+from tests.conftest import mc_check_mean, normal_starts, std_normal
 
 import jaxprobe
 from jaxprobe.engine import core, kernels
 
 
-def std_normal(x):
-    return -0.5 * jnp.sum(x**2)
-
-
-def _init(num_chains=8, dim=3, seed=0):
-    return np.asarray(jax.random.normal(jax.random.key(seed), (num_chains, dim)))
+_init = normal_starts
 
 
 # ---------------------------------------------------------------- bad input, before compilation

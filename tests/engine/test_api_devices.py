@@ -58,8 +58,12 @@ SCRIPT = textwrap.dedent(
     # steps reach the mass-matrix window (last half) and its engagement (64 pooled draws).
     chees = [jaxprobe.sample(3, logdensity, init, sampler="chees", num_samples=20, num_warmup=100, progress=False,
                              devices=devices) for devices in (jax.devices()[:1], jax.devices())]
-    for field in ("positions", "logdensity", "step_size", "acceptance_rate", "num_gradient_evaluations"):
+    for field in ("positions", "logdensity", "step_size", "num_gradient_evaluations"):
         np.testing.assert_array_equal(getattr(chees[0], field), getattr(chees[1], field), err_msg=f"chees {field}")
+    # The mean acceptance is a float32 sum per chunk, and one CPU device without a progress bar samples in one
+    # chunk where four devices take twenty: the same per-step values summed in another grouping (1 ulp apart).
+    np.testing.assert_allclose(chees[0].acceptance_rate, chees[1].acceptance_rate, rtol=1e-6,
+                               err_msg="chees acceptance_rate")
     # The adaptation moved the parameters (not the initial 0.1 step, not one leapfrog step).
     assert chees[0].step_size[0] != np.float32(0.1)
     assert np.all(chees[0].num_gradient_evaluations > 20)

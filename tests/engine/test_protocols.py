@@ -81,16 +81,7 @@ def test_adaptation_protocol_in_one_piece_and_in_chunks(sampler):
 # ---------------------------------------------------------------- registry
 
 
-@dataclasses.dataclass(frozen=True)
-class _Renamed(MALA):
-    name: ClassVar[str] = "renamed_mala"
-
-
 # ---------------------------------------------------------------- structure
-
-
-def _sources():
-    return sorted(path for path in PACKAGE.rglob("*.py"))
 
 
 def _runtime_nodes(tree):

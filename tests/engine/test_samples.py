@@ -5,26 +5,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import mc_check_mean
+from tests.conftest import mc_check_mean, normal_starts, std_normal
 import jaxprobe
 from jaxprobe.engine import core, kernels
 
-def std_normal(x):
-    return -0.5 * jnp.sum(x**2)
-
-
-def _init(num_chains=8, dim=3, seed=0):
-    return np.asarray(jax.random.normal(jax.random.key(seed), (num_chains, dim)))
-
-
-def _assert_raises_without_compiling(compile_counter, error, match, **kwargs):
-    arguments = dict(rng_key=0, logdensity_fn=std_normal, initial_positions=_init(), num_samples=10,
-                     num_warmup=10, progress=False)
-    arguments.update(kwargs)
-    with compile_counter:
-        with pytest.raises(error, match=match):
-            jaxprobe.sample(**arguments)
-    assert compile_counter.count == 0, "the bad input was only caught after compiling"
+_init = normal_starts
 
 
 def test_pytree_positions_save_load_round_trip(tmp_path):

@@ -47,7 +47,10 @@ PRIOR = priors.DiagonalGaussian([0.1, -0.2], [1.0, 1.5])
 def test_the_registry_lists_tree_gibbs_as_a_whole_run_sampler():
     sampler = registry.whole_run_sampler("tree_gibbs")
     assert sampler is tree_gibbs.TREE_GIBBS and isinstance(sampler, WholeRunSampler)
-    assert "tree_gibbs" in registry.known_samplers() and "tree_gibbs" in jaxprobe.engine.known_samplers()
+    assert "tree_gibbs" in registry.known_samplers(whole_run=True)
+    assert "tree_gibbs" in jaxprobe.engine.known_samplers(whole_run=True)
+    # known_samplers() lists what jaxprobe.sample takes (engine kernels), as it always did
+    assert "tree_gibbs" not in jaxprobe.engine.known_samplers()
     assert "tree_gibbs" not in registry.known_kernels() and registry.whole_run_sampler("mala") is None
     assert sampler.supports(jaxprobe.Question(probes.fixed_label(MODEL, 1), 1.0, PRIOR, dim=2)) is None
     reason = sampler.supports(jaxprobe.Question(probes.localize(np.zeros(2)), 1.0, PRIOR, dim=2))
@@ -79,7 +82,7 @@ def test_a_registered_whole_run_sampler_is_reached_through_the_protocol():
         reference = jaxprobe.generate(KEY, probes.fixed_label(MODEL, 1), sampler="tree_gibbs", **settings)
     finally:
         registry.unregister_whole_run_sampler("counting_gibbs")
-    assert len(calls) == 1 and "counting_gibbs" not in registry.known_samplers()
+    assert len(calls) == 1 and "counting_gibbs" not in registry.known_samplers(whole_run=True)
     np.testing.assert_array_equal(mine.positions, reference.positions)
 
 
