@@ -17,7 +17,6 @@ import json
 import os
 import time
 
-import jax
 import numpy as np
 
 from jaxprobe.models.training import record_training

@@ -9,7 +9,6 @@ written atomically.
 from __future__ import annotations
 
 import json
-import numbers
 import os
 import platform
 from typing import Any, Callable

@@ -19,25 +19,13 @@ from jaxprobe.engine import registry
 from jaxprobe.engine.protocols import WholeRunSampler
 from jaxprobe.models.trees import TreeEnsembleModel
 from jaxprobe.samplers import tree_gibbs
+from tests.samplers.ensembles import stump_ensemble
 
 KEY = jax.random.key(20261125)
 PACKAGE = pathlib.Path(jaxprobe.__file__).parent
 
 
-def stumps(specs, num_features):
-    """Stumps ``(feature, threshold, p1_left, p1_right)`` averaged into a binary classifier."""
-    count = len(specs)
-    leaf_values = np.zeros((count, 3, 2))
-    for t, (_, _, left, right) in enumerate(specs):
-        leaf_values[t, 1] = [1 - left, left]
-        leaf_values[t, 2] = [1 - right, right]
-    return TreeEnsembleModel(
-        feature=[[f, 0, 0] for f, *_ in specs], threshold=[[t, 0, 0] for _, t, *_ in specs],
-        left=[[1, 1, 2]] * count, right=[[2, 1, 2]] * count, leaf_values=leaf_values / count,
-        base_score=np.zeros(2), link="identity", num_features=num_features, is_classifier=True)
-
-
-MODEL = stumps([(0, -0.5, 0.2, 0.7), (1, 0.3, 0.6, 0.1), (0, 1.0, 0.4, 0.9)], 2)
+MODEL = stump_ensemble([(0, -0.5, 0.2, 0.7), (1, 0.3, 0.6, 0.1), (0, 1.0, 0.4, 0.9)], 2)
 PRIOR = priors.DiagonalGaussian([0.1, -0.2], [1.0, 1.5])
 
 
