@@ -214,7 +214,8 @@ def _model_section(kind_required: bool = False) -> dict[str, Key]:
                           _one_of(ACTIVATIONS), "relu"),
         "output": Key(f"one of {', '.join(OUTPUTS)} (last layer of a saved network)", _one_of(OUTPUTS)),
         "options": Key("a table of estimator options, e.g. { hidden_layer_sizes = [16], max_iter = 300 }", _table, {}),
-        "seed": Key("an int >= 0", _int_at_least(0), 0),
+        # scikit-learn's random_state takes [0, 2**32 - 1]
+        "seed": Key("an int in [0, 2**32 - 1]", _accepted_by(check_int, minimum=0, maximum=2**32 - 1), 0),
     }
 
 
@@ -259,7 +260,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "num_warmup": Key("an int >= 0", _int_at_least(0), 200),
         "thin": Key("an int >= 1", _int_at_least(1), 1),
         "temperature": Key("a number > 0", _positive, required=True),
-        "seed": Key("an int >= 0", _int_at_least(0), 0),
+        # the run's rng_key (jaxprobe.sample); a [sweep.grid] axis of seeds is checked per cell (< 2**31)
+        "seed": Key("an int in [0, 2**64 - 1]", _accepted_by(check_int, minimum=0, maximum=2**64 - 1), 0),
         "step_size": Key("a number > 0 (fixed: no adaptation)", _positive),
         "step_size_mode": Key("\"per_chain\" or \"shared\"", _one_of(("per_chain", "shared")), "per_chain"),
         "options": Key("a table of the sampler's options, e.g. { num_integration_steps = 20 } for hmc", _table, {}),

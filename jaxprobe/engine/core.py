@@ -248,11 +248,42 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     return state, None, stats, monitored
 
 
+#: Int seeds are 64-bit words: 0 <= seed < 2**64.
+SEED_LIMIT = 2**64
+
+
+def _is_int_seed(rng_key: Any) -> bool:
+    """An int, a NumPy integer or a concrete 0-d integer array (not a bool, not a key, not traced)."""
+    if isinstance(rng_key, (bool, np.bool_)):
+        return False
+    if isinstance(rng_key, (int, np.integer)):
+        return True
+    return (isinstance(rng_key, (np.ndarray, jax.Array)) and not isinstance(rng_key, jax.core.Tracer)
+            and np.shape(rng_key) == () and jnp.issubdtype(rng_key.dtype, jnp.integer))
+
+
+def _key_from_seed(rng_key: Any) -> PRNGKey:
+    """The key of an int seed in [0, 2**64): ``jax.random.key(seed)`` below 2**32; above, the Threefry key
+    whose data is the seed's (high, low) 32-bit halves, which is what ``jax.random.key`` gives under
+    ``jax_enable_x64`` (without x64 JAX would keep only the low 32 bits, so that 2**32 and 0 drew alike)."""
+    seed = int(np.asarray(rng_key).item()) if not isinstance(rng_key, int) else rng_key
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"rng_key must be an int seed in [0, 2**64 - 1] or a jax.random.key, got {seed}")
+    if seed < 2**32:
+        return jax.random.key(seed)
+    if str(jax.config.jax_default_prng_impl) != "threefry2x32":
+        raise ValueError(f"rng_key={seed}: seeds of 2**32 or more need JAX's default threefry2x32 keys (this "
+                         f"process uses {jax.config.jax_default_prng_impl}); pass a seed below 2**32 or a "
+                         "jax.random.key")
+    return jax.random.wrap_key_data(np.array([seed >> 32, seed & 0xFFFFFFFF], np.uint32))
+
+
 def canonicalize_key(rng_key: Any) -> PRNGKey:
-    """Accept an int seed, a typed key or a legacy uint32[2] key (also traced, inside a user's jit); return a
-    typed key."""
-    if isinstance(rng_key, (int, np.integer)) and not isinstance(rng_key, bool):
-        return jax.random.key(int(rng_key))
+    """Accept an int seed in [0, 2**64) (a NumPy integer or 0-d integer array too), a typed key or a legacy
+    uint32[2] key (also traced, inside a user's jit); return a typed key. A seed out of range is a
+    ValueError naming ``rng_key`` (the same seed gives the same key with and without ``jax_enable_x64``)."""
+    if _is_int_seed(rng_key):
+        return _key_from_seed(rng_key)
     if isinstance(rng_key, jax.Array) and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         if rng_key.shape != ():
             raise ValueError(f"rng_key must be a single key, got a key array of shape {rng_key.shape}")
@@ -312,6 +343,22 @@ def warmup_schedule(kernel: Any, num_steps: int) -> tuple[np.ndarray, np.ndarray
     return schedule[:, 0] == 1, schedule[:, 1] == 1
 
 
+def _dual_typed(dual: Any, dtype: Any) -> Any:
+    """The dual-averaging state with fixed types: real fields in the positions' ``dtype``, the step count in
+    JAX's default integer type (int64 under ``jax_enable_x64``, as BlackJAX's update returns it).
+
+    BlackJAX starts some fields as Python or weak-typed scalars and its update promotes to the default float
+    (float64 under ``jax_enable_x64``, whatever the positions' dtype). The scan carry must keep one type, and
+    the adaptation slices one signature (one compile), so every state is cast here (values unchanged when
+    the dtypes already agree)."""
+    def typed(field):
+        field = jnp.asarray(field)
+        return field.astype(dtype if jnp.issubdtype(field.dtype, jnp.floating)
+                            else jax.dtypes.canonicalize_dtype(jnp.int64))
+
+    return jax.tree.map(typed, dual)
+
+
 def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float | None = None,
                 shared: bool = False) -> WarmupState:
     """Start adaptation from the current parameters of ``state``."""
@@ -321,10 +368,8 @@ def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float |
     num_chains = state.kernel_state.position.shape[0]
     per_chain = jnp.broadcast_to(step_size, (num_chains,))
     dual = da_init(numerics_of(kernel).chain_mean(per_chain)) if shared else jax.vmap(da_init)(per_chain)
-    # BlackJAX starts some fields as Python or weak-typed scalars that its update returns strongly typed: fix the
-    # types here, so the adaptation slices all see one signature and compile once (values unchanged).
-    dual = jax.tree.map(lambda field: jnp.asarray(field, jnp.asarray(field).dtype), dual)
     position = state.kernel_state.position
+    dual = _dual_typed(dual, position.dtype)
     parameters = dict(state.parameters)
     parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position.dtype)  # () shared, (C,) per chain
     state = EngineState(state.kernel_state, parameters, state.step)
@@ -374,6 +419,7 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
             dual = da_update(dual, numerics.chain_mean(info.acceptance_rate))
         else:
             dual = jax.vmap(da_update)(dual, info.acceptance_rate)
+        dual = _dual_typed(dual, position0.dtype)
 
         parameters = dict(state.parameters)
         if kernel.adapts_mass_matrix:
@@ -389,8 +435,8 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
             reset = _Welford(jnp.zeros_like(mean), jnp.zeros_like(m2), jnp.zeros_like(count))
             welford = jax.tree.map(lambda r, w: jnp.where(window_end, r, w), reset, welford)
             # Stan restarts dual averaging from the averaged step size after each window.
-            restart = da_init(jnp.exp(dual.log_step_size_avg)) if shared else jax.vmap(da_init)(
-                jnp.exp(dual.log_step_size_avg))
+            restart = _dual_typed(da_init(jnp.exp(dual.log_step_size_avg)) if shared else jax.vmap(da_init)(
+                jnp.exp(dual.log_step_size_avg)), position0.dtype)
             dual = jax.tree.map(lambda r, d: jnp.where(window_end, r, d), restart, dual)
 
         parameters["step_size"] = jnp.exp(dual.log_step_size).astype(position0.dtype)

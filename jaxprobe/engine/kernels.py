@@ -48,11 +48,17 @@ import jax
 import jax.numpy as jnp
 from blackjax.mcmc import dynamic_hmc as bj_dynamic_hmc
 from blackjax.mcmc import hmc as bj_hmc
+from blackjax.mcmc import integrators as bj_integrators
+from blackjax.mcmc import metrics as bj_metrics
 from blackjax.mcmc import nuts as bj_nuts
+from blackjax.mcmc import proposal as bj_proposal
+from blackjax.mcmc import termination as bj_termination
+from blackjax.mcmc import trajectory as bj_trajectory
 
 from jaxprobe.engine.chees import ChEESAdaptation
 from jaxprobe.engine.core import WindowAdaptation
-from jaxprobe.engine.numerics import Numerics, as_numerics, diagonal_metric, normal_and_uniform, numerics_field
+from jaxprobe.engine.numerics import (Numerics, as_numerics, diagonal_metric, in_positions_dtype, normal_and_uniform,
+                                     numerics_field)
 from jaxprobe.engine.options import choice_option, float_option, int_option, validate_options
 from jaxprobe.engine.protocols import Adaptation, FlatLogDensity, StepInfo
 from jaxprobe.engine.smc import KERNELS as SMC_INNER_KERNELS
@@ -138,11 +144,13 @@ def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
     """Map NaN and ±inf log densities to −inf, so that such a proposal is always rejected.
 
     +inf would otherwise be accepted with probability one and NaN compares false
-    in every acceptance test; both mean the target is undefined there.
+    in every acceptance test; both mean the target is undefined there. The value is
+    in the position's dtype (:func:`jaxprobe.engine.numerics.in_positions_dtype`).
     """
+    typed = in_positions_dtype(logdensity_fn)
 
     def wrapped(position: Array) -> Array:
-        value = logdensity_fn(position)
+        value = typed(position)
         return jnp.where(jnp.isfinite(value), value, -jnp.inf)
 
     return wrapped
@@ -298,7 +306,7 @@ class MALA(GradientKernel):
         log_uniform = jnp.log(uniform)
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
-        raw_logdensity, proposal_grad = _value_and_grad(logdensity_fn, proposal)
+        raw_logdensity, proposal_grad = _value_and_grad(in_positions_dtype(logdensity_fn), proposal)
 
         # log q(x | x') − log q(x' | x) with x' − x = ε g + √(2ε) ξ and s = g + g' (g = ∇log p(x), g' = ∇log p(x')):
         # −|ε s + √(2ε) ξ|²/(4ε) + |ξ|²/2 = −Σ s (ε s / 4 + √(ε/2) ξ). One reduction instead of two,
@@ -339,8 +347,9 @@ class RWMH(ValueKernel):
                                                           paired=False)
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
-        return _metropolis_step(state, ValueState(proposal, jax.vmap(logdensity_fn)(proposal)), log_uniform,
-                                log_q_ratio=None, num_gradient_evaluations=0)
+        values = jax.vmap(in_positions_dtype(logdensity_fn))(proposal)
+        return _metropolis_step(state, ValueState(proposal, values), log_uniform, log_q_ratio=None,
+                                num_gradient_evaluations=0)
 
     def initial_step_size(self, dim: int) -> float:
         return 2.38 / dim**0.5 * 0.5
@@ -408,6 +417,41 @@ class HMC(GradientKernel):
         return 0.1
 
 
+def _nuts_kernel(divergence_threshold: float) -> Callable:
+    """BlackJAX's iterative NUTS kernel (``blackjax.mcmc.nuts.build_kernel``, velocity Verlet), with the
+    initial proposal's weight and acceptance sum in the energy's dtype.
+
+    BlackJAX starts them as Python floats, weak float64 under ``jax_enable_x64``: with float32 positions
+    its ``lax.cond`` branches then differ in type and tracing fails. Typed here, the draws are unchanged
+    (the values are the same 0 and -inf)."""
+    def kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, max_num_doublings):
+        metric = bj_metrics.default_metric(inverse_mass_matrix)
+        integrator = bj_integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
+        new_termination, update_termination, is_criterion_met = bj_termination.iterative_uturn_numpyro(
+            metric.check_turning)
+        expand = bj_trajectory.dynamic_multiplicative_expansion(
+            bj_trajectory.dynamic_progressive_integration(integrator, metric.kinetic_energy, update_termination,
+                                                          is_criterion_met, divergence_threshold),
+            metric.check_turning, max_num_doublings)
+        key_momentum, key_integrator = jax.random.split(rng_key, 2)
+        position, logdensity, logdensity_grad = state
+        momentum = metric.sample_momentum(key_momentum, position)
+        initial = bj_integrators.IntegratorState(position, momentum, logdensity, logdensity_grad)
+        energy = -logdensity + metric.kinetic_energy(momentum)
+        proposal = bj_proposal.Proposal(initial, energy, jnp.zeros_like(energy), jnp.full_like(energy, -jnp.inf))
+        expansion = bj_trajectory.DynamicExpansionState(
+            0, proposal, bj_trajectory.Trajectory(initial, initial, momentum, 0),
+            new_termination(initial, max_num_doublings))
+        (num_doublings, sampled, trajectory, _), (is_diverging, is_turning) = expand(
+            key_integrator, expansion, energy, step_size)
+        info = bj_nuts.NUTSInfo(momentum, is_diverging, is_turning, sampled.energy, trajectory.leftmost_state,
+                                trajectory.rightmost_state, num_doublings, trajectory.num_states,
+                                jnp.exp(sampled.sum_log_p_accept) / trajectory.num_states)
+        return bj_hmc.HMCState(sampled.state.position, sampled.state.logdensity, sampled.state.logdensity_grad), info
+
+    return kernel
+
+
 @dataclasses.dataclass(frozen=True)
 class NUTS(GradientKernel):
     """The No-U-Turn sampler (BlackJAX's iterative, multinomial NUTS), vmapped over chains.
@@ -428,7 +472,7 @@ class NUTS(GradientKernel):
 
     def step(self, rng_key: PRNGKey, state: GradientState, parameters: MassMatrixParameters,
              logdensity_fn: FlatLogDensity) -> tuple[GradientState, StepInfo]:
-        kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
+        kernel = _nuts_kernel(self.divergence_threshold)
         new_state, info = _hamiltonian_step(kernel, self.max_num_doublings, self.numerics, rng_key, state,
                                             parameters, logdensity_fn)
         return new_state, StepInfo(

@@ -54,7 +54,19 @@ from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["MODES", "Numerics", "REPRODUCIBLE", "FAST", "check_numerics", "default_numerics", "resolve_numerics",
            "as_numerics", "numerics_field", "with_numerics", "numerics_of", "normal_and_uniform",
-           "pairwise_chain_sum", "materialize", "diagonal_metric"]
+           "pairwise_chain_sum", "materialize", "diagonal_metric", "in_positions_dtype"]
+
+def in_positions_dtype(logdensity_fn: Any) -> Any:
+    """``logdensity_fn`` of one position ``(D,)`` with its value cast to the position's dtype.
+
+    Under ``jax_enable_x64`` a target closing over float64 constants (NumPy arrays, a model's float64
+    weights) returns float64 for float32 positions; the samplers' states and loop carries keep the
+    positions' dtype, so the value is cast (a no-op when the dtypes agree: draws unchanged)."""
+    def typed(position: Array) -> Array:
+        return jnp.asarray(logdensity_fn(position)).astype(position.dtype)
+
+    return typed
+
 
 #: The accepted values of ``numerics=`` (besides ``None``: per platform).
 MODES = ("reproducible", "fast")

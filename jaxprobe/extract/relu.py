@@ -120,6 +120,28 @@ class RecoveredReLU:
         return f
 
 
+def _victim_not_finite(what: str, x: np.ndarray) -> ValueError:
+    """The error for a victim that answered a query with NaN or inf: a ReLU network never does, and the
+    geometry (kinks, lines) would otherwise fail with a misleading message."""
+    shown = np.array2string(np.asarray(x, np.float64), precision=4, threshold=8)
+    return ValueError(f"oracle: the victim returned NaN or inf for {what} at x = {shown}; recover_relu "
+                      "recovers a ReLU network, which is finite everywhere (check the victim there, e.g. "
+                      "with oracle.value)")
+
+
+def _require_finite(what: str, x: np.ndarray, values: np.ndarray, gradients: np.ndarray | None = None) -> None:
+    """Raise :func:`_victim_not_finite` at the first row of ``x`` (n, d) whose value (n,) or (n, k), or
+    gradient (n, d), is NaN or inf."""
+    values = np.asarray(values).reshape(len(x), -1)
+    bad = ~np.all(np.isfinite(values), axis=1)
+    kind = "a value query"
+    if gradients is not None and not np.any(bad):
+        bad, kind = ~np.all(np.isfinite(np.asarray(gradients)), axis=1), "a gradient query"
+    if np.any(bad):
+        raise _victim_not_finite(f"{kind} ({what}, {int(np.sum(bad))} of {len(x)} rows)",
+                                 np.asarray(x)[np.argmax(bad)])
+
+
 def _sweep_points(num_points: int) -> np.ndarray:
     """t = tan θ on a uniform grid of θ, then the tails out to ±_FAR in factors of 10, so that no interval
     is much wider than its distance from u (margins and rounding are relative to the interval)."""
@@ -135,7 +157,8 @@ class _Pool(NamedTuple):
 
     Capacity C: ta, tb, ga, gb (C,) the ends' t and values, grad_a, grad_b (C, d) their gradients,
     is_open (C,) bool the intervals still to work on, done and kink (C,) the confirmed kinks, tries (C,)
-    the untrusted finite-difference gradients in a row; slots [num_used, C) are free.
+    the untrusted finite-difference gradients in a row; slots [num_used, C) are free. ``nonfinite``: a
+    query was answered with NaN/inf, at t = ``nonfinite_t`` (the loop stops: see :func:`_victim_not_finite`).
     """
 
     ta: Array
@@ -154,6 +177,8 @@ class _Pool(NamedTuple):
     iteration: Array
     overflow: Array
     narrow: Array
+    nonfinite: Array
+    nonfinite_t: Array
 
 
 class _Round(NamedTuple):
@@ -202,11 +227,11 @@ def _end_lines_crossing(intervals: _Round) -> tuple[Array, Array, Array]:
 
 def _confirm_lone_kinks(oracle: Oracle, u: Array, v: Array, intervals: _Round, crossing: Array, divisor: Array,
                         safe: Array, probe: Array, value_tolerance: Array,
-                        finite_difference_step: float | None) -> tuple[Array, Array, Array, Array]:
+                        finite_difference_step: float | None) -> tuple[Array, Array, Array, Array, Array]:
     """Value probes around each crossing that confirm a lone kink there (Section 3, change 2).
 
     Returns (single: confirmed, inside: the crossing is trusted, refined: the kink located again from
-    the probes, the value queries spent)."""
+    the probes, the value queries spent, the t of a probe answered with NaN/inf or NaN if none)."""
     theta_a, theta_b, theta_width = intervals.theta_a, intervals.theta_b, intervals.theta_width
     slope_a, slope_b = intervals.slope_a, intervals.slope_b
     batch = intervals.ta.shape[0]
@@ -231,7 +256,10 @@ def _confirm_lone_kinks(oracle: Oracle, u: Array, v: Array, intervals: _Round, c
     check = intervals.active & inside
     num_rungs = fractions.shape[0]
     where = jnp.concatenate([before, after, lefts.ravel(), rights.ravel()])
-    probes, num_values = oracle._masked_values(u + where[:, None] * v, jnp.tile(check, 2 + 2 * num_rungs))
+    answered = jnp.tile(check, 2 + 2 * num_rungs)
+    probes, num_values = oracle._masked_values(u + where[:, None] * v, answered)
+    bad = answered & ~jnp.isfinite(probes)
+    bad_t = jnp.where(jnp.any(bad), where[jnp.argmax(bad)], jnp.nan)
     value_before, value_after = probes[:batch], probes[batch:2 * batch]
     value_lefts = probes[2 * batch:(2 + num_rungs) * batch].reshape(num_rungs, batch)
     value_rights = probes[(2 + num_rungs) * batch:].reshape(num_rungs, batch)
@@ -252,7 +280,7 @@ def _confirm_lone_kinks(oracle: Oracle, u: Array, v: Array, intervals: _Round, c
     # the kink again from the two probes, which sit probe·width/2 from it: the lines' slope errors
     # (finite differences) then move it by far less than from the interval's ends
     refined = (value_after - value_before + slope_a * before - slope_b * after) / divisor
-    return single, inside, refined, num_values
+    return single, inside, refined, num_values, bad_t
 
 
 def _split_points(intervals: _Round, crossing: Array, inside: Array, u: Array, v: Array,
@@ -331,13 +359,16 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
         selected = jnp.argsort(~pool.is_open, stable=True)[:batch]
         intervals = _gather_round(pool, selected, v)
         crossing, divisor, safe = _end_lines_crossing(intervals)
-        single, inside, refined, nv_probes = _confirm_lone_kinks(oracle, u, v, intervals, crossing, divisor, safe,
-                                                                 probe, value_tolerance, finite_difference_step)
+        single, inside, refined, nv_probes, bad_t = _confirm_lone_kinks(
+            oracle, u, v, intervals, crossing, divisor, safe, probe, value_tolerance, finite_difference_step)
         queried = intervals.active & ~single
         # otherwise split the interval (a gradient query inside it)
         query, x, step_scale = _split_points(intervals, crossing, inside, u, v, finite_difference_step)
         values, gradients, trusted, nv_split, ng = oracle._masked_values_and_gradients(
             x, queried, finite_difference_step, step_scale)
+        bad = queried & ~(jnp.isfinite(values) & jnp.all(jnp.isfinite(gradients), axis=1))
+        bad_t = jnp.where(jnp.isnan(bad_t) & jnp.any(bad), query[jnp.argmax(bad)], bad_t)
+        nonfinite_t = jnp.where(pool.nonfinite, pool.nonfinite_t, bad_t)
         split = queried & trusted
         retried = queried & ~trusted                        # stays open, queried elsewhere next round
         width, scale = intervals.tb - intervals.ta, 1.0 + jnp.abs(intervals.ta) + jnp.abs(intervals.tb)
@@ -350,10 +381,12 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
                                       changed(gradients, intervals.grad_b))
         return pool._replace(num_used=pool.num_used + num_new, num_values=pool.num_values + (nv_probes + nv_split),
                              num_gradients=pool.num_gradients + ng, iteration=pool.iteration + 1,
-                             overflow=overflow, narrow=narrow)
+                             overflow=overflow, narrow=narrow, nonfinite=~jnp.isnan(nonfinite_t),
+                             nonfinite_t=nonfinite_t)
 
     def cond(pool: _Pool, batch_below: int) -> Array:
-        running = jnp.any(pool.is_open) & (pool.iteration < max_iterations) & ~pool.overflow & ~pool.narrow
+        running = (jnp.any(pool.is_open) & (pool.iteration < max_iterations) & ~pool.overflow & ~pool.narrow
+                   & ~pool.nonfinite)
         # the first loop hands over to the narrower one once the open intervals fit in it
         return running & (jnp.sum(pool.is_open) > batch_below)
 
@@ -361,7 +394,7 @@ def _resolve(oracle: Oracle, u, v, ta, tb, ga, gb, grad_a, grad_b, is_open, num_
     pool = _Pool(ta, tb, ga, gb, grad_a, grad_b, is_open, done=jnp.zeros(capacity, bool),
                  kink=jnp.zeros(capacity, dtype), tries=jnp.zeros(capacity, jnp.int32), num_used=num_used,
                  num_values=zero, num_gradients=zero, iteration=zero, overflow=jnp.zeros((), bool),
-                 narrow=jnp.zeros((), bool))
+                 narrow=jnp.zeros((), bool), nonfinite=jnp.zeros((), bool), nonfinite_t=jnp.full((), jnp.nan, dtype))
     # rounds on a quarter of the pool while many intervals are open, then on a thirty-second of it:
     # the victim is evaluated on roughly as many rows as there are intervals to work on
     wide, narrow_batch = min(capacity, max(16, capacity // 4)), min(capacity, max(16, capacity // 32))
@@ -424,6 +457,10 @@ def _sweep_line(oracle: Oracle, u: np.ndarray, v: np.ndarray, num_sweep_points: 
         oracle._rows(x)
         values, gradients, trusted, num_values, _ = _sweep_differences(oracle, jnp.asarray(x), finite_difference_step)
         oracle._record(num_values, 0)
+    _require_finite("the sweep along a random line" + (", gradients by finite differences"
+                                                       if finite_difference_step is not None else ""),
+                    x, values, gradients)
+    if finite_difference_step is not None:
         # a sweep point with a kink within its step has a wrong gradient: left out (its neighbours bracket)
         trusted = np.asarray(trusted)
         t, x, values, gradients = t[trusted], x[trusted], np.asarray(values)[trusted], np.asarray(gradients)[trusted]
@@ -533,6 +570,7 @@ def _check_error(oracle: Oracle, rng_key: Array, recovered: dict, num_check_quer
     Gaussian inputs of several scales (kinks far out on the line are near 0 too)."""
     check = _gaussian_rows(rng_key, num_check_queries, d)
     truth = np.asarray(oracle.value(check), np.float64)
+    _require_finite("the check of the recovered network", check, truth)
     return np.max(np.abs(np.asarray(_network_values(check, **recovered)) - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
 
 
@@ -551,6 +589,8 @@ def _attempt(oracle: Oracle, rng_key: Array, num_sweep_points: int, capacity_hin
                                                      max_iterations, finite_difference_step)
     info = {"sweep_points": int(num_sweep_points), "sweep_points_used": int(t.size), "brackets": int(num_brackets),
             "iterations": int(pool.iteration)}
+    if pool.nonfinite:
+        raise _victim_not_finite("a query locating the kinks", u + float(pool.nonfinite_t) * v)
     failure = _pool_failure(pool, capacity, num_brackets, num_sweep_points, max_iterations)
     if failure is not None:
         return None, failure, info
@@ -730,6 +770,7 @@ def _fit_output_layer(oracle: Oracle, rng_key, recovered: dict, check_tolerance:
         return None, (f"output layer: the hidden features at {x.shape[0]} query points have rank {rank} "
                       f"< {num_features}")
     values = np.asarray(oracle.value(x), np.float64)                       # (n, k)
+    _require_finite("the output layer's fit", x, values)
     coefficients, *_ = np.linalg.lstsq(design, values, rcond=None)         # (num_features, k)
     h = weights.shape[0]
     output_weights = coefficients[:h].T
@@ -738,6 +779,7 @@ def _fit_output_layer(oracle: Oracle, rng_key, recovered: dict, check_tolerance:
                    output_bias=coefficients[-1].copy(), linear=linear)
     check = _gaussian_rows(key_check, num_check_queries, d)
     truth = np.asarray(oracle.value(check), np.float64)
+    _require_finite("the check of the output layer", check, truth)
     predicted = _hidden_features(check, weights, biases, with_linear) @ coefficients
     error = np.max(np.abs(predicted - truth) / (np.abs(truth) + np.max(np.abs(truth)) * 1e-3 + _TINY))
     info["output_layer_check_relative_error"] = float(error)

@@ -216,13 +216,27 @@ def save_params(path: str | os.PathLike, params: ArrayTree) -> None:
     atomic_write(path, lambda stream: stream.write(data))
 
 
+def _check_finite_params(path: str | os.PathLike, state: Any) -> None:
+    """A ValueError naming the file and the leaf (``params/Dense_0/kernel``) if a weight is NaN or inf."""
+    for key_path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        array = np.asarray(leaf)
+        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+            bad = np.argwhere(~np.isfinite(array))
+            where = f", the first at index {tuple(int(i) for i in bad[0])}" if array.ndim else ""
+            name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in key_path)
+            raise ValueError(f"{os.fspath(path)!r}: {name} holds NaN or inf ({len(bad)} of {array.size} "
+                             f"entries{where}); saved weights must be finite")
+
+
 def load_params(path: str | os.PathLike, template: ArrayTree | None = None) -> ArrayTree:
     """Read weights written by :func:`save_params`; with ``template`` (e.g. ``module.init(...)``)
-    the result has its structure and the shapes are checked, else a nested dict of arrays."""
+    the result has its structure and the shapes are checked, else a nested dict of arrays. A NaN or inf
+    weight is a ValueError naming the file and the leaf."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"path {os.fspath(path)!r} does not exist")
     with open(path, "rb") as stream:
         state = flax.serialization.msgpack_restore(stream.read())
+    _check_finite_params(path, state)
     if template is None:
         return jax.tree.map(jnp.asarray, state)
     restored = flax.serialization.from_state_dict(template, state)

@@ -123,6 +123,48 @@ def test_failures_are_reported_not_returned():
         recover_relu(smooth, jax.random.key(5), max_attempts=1, max_iterations=20)
 
 
+def _reported_input(error: pytest.ExceptionInfo) -> np.ndarray:
+    """The x = [...] an error names (printed with 4 decimals)."""
+    text = str(error.value)
+    return np.array(text[text.index("at x = [") + 8:text.index("]", text.index("at x = ["))].split(), float)
+
+
+@pytest.mark.parametrize("finite_differences", [False, True], ids=["gradients", "finite-differences"])
+@pytest.mark.parametrize("kind", ["nan-everywhere", "inf-on-a-half-space"])
+def test_nonfinite_victim_is_named_not_taken_for_kinks(kind, finite_differences):
+    """A victim answering NaN or inf: a ValueError naming the oracle, the query and the input (which really
+    answers non-finite), not a geometric failure ("two kinks closer than the resolution") after retries."""
+    d = 4
+    victim, _, _ = relu_net(9, d, 3, True)
+    bad = (lambda x: victim(x) * jnp.nan) if kind == "nan-everywhere" else \
+        (lambda x: jnp.where(x[0] > 3.0, jnp.inf, victim(x)))
+    oracle = x64_oracle(bad, d)
+    with pytest.raises(ValueError, match=r"oracle: the victim returned NaN or inf for a value query \(the sweep "
+                                         r"along a random line.* at x = \[") as error:
+        recover_relu(oracle, jax.random.key(0), hidden_dim=3, finite_differences=finite_differences)
+    with jax.enable_x64(True):
+        assert not np.all(np.isfinite(np.asarray(oracle.value(_reported_input(error)[None]))))
+
+
+def test_nonfinite_answers_inside_the_search_or_the_output_fit_are_named():
+    """NaN only near a unit's kink (met by the interval search's probes, not by the sweep) and NaN in another
+    logit of a k-output victim (met by the output layer's fit): each a ValueError naming the query."""
+    d, h = 4, 3
+    victim, _, (A, b, _, _) = relu_net(10, d, h, True)
+
+    def near_kink(x):
+        return jnp.where(jnp.abs(jnp.asarray(A[0]) @ x + b[0]) < 1e-2 * (1 + jnp.linalg.norm(x)), jnp.nan, victim(x))
+
+    with pytest.raises(ValueError, match="for a query locating the kinks at x = ") as error:
+        recover_relu(x64_oracle(near_kink, d), jax.random.key(0), hidden_dim=h)
+    x = _reported_input(error)
+    assert abs(A[0] @ x + b[0]) < 1e-2 * (1 + np.linalg.norm(x)) + 1e-3  # printed to 4 decimals
+    logits, _, _ = logit_net(12, d, h, 3)
+    second_logit_nan = x64_oracle(lambda x: logits(x).at[2].set(jnp.where(x[1] > 0.5, jnp.nan, logits(x)[2])), d)
+    with pytest.raises(ValueError, match=r"for a value query \(the output layer's fit"):
+        recover_relu(second_logit_nan, jax.random.key(1), output=0)
+
+
 def test_bad_arguments():
     victim, _, _ = relu_net(6, 3, 2, False)
     oracle = Oracle(victim, 3)

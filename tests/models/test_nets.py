@@ -107,6 +107,20 @@ def test_save_and_load_round_trip(tmp_path):
         load_params(tmp_path / "missing.msgpack")
 
 
+def test_load_params_names_the_file_and_leaf_of_a_nonfinite_weight(tmp_path):
+    """NaN or inf saved weights are refused where the file is read, naming the file and the leaf (issue 25)."""
+    params = {"params": {"hidden_0": {"kernel": np.ones((4, 5), np.float32), "bias": np.zeros(5, np.float32)},
+                         "output": {"kernel": np.ones((5, 3), np.float32), "bias": np.zeros(3, np.float32)}}}
+    path = tmp_path / "broken.msgpack"
+    for bad_value in (np.nan, -np.inf):
+        params["params"]["output"]["bias"][1] = bad_value
+        save_params(path, params)
+        for template in (params, None):
+            with pytest.raises(ValueError, match=r"broken.msgpack': params/output/bias holds NaN or inf "
+                                                 r"\(1 of 3 entries, the first at index \(1,\)\)"):
+                load_params(path, template)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(loss="hinge"), "loss must be one of"),
     (dict(num_steps=0), "num_steps"),
