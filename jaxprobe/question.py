@@ -32,12 +32,13 @@ import numpy as np
 
 from jaxprobe._inputs import check_int
 from jaxprobe._values import value_key
-from jaxprobe.constraints import Restriction, restriction
+from jaxprobe.constraints import Box, Fixed, Integer, Restriction, restriction
+from jaxprobe.models.sklearn import CategoricalInput, categorical_inputs_read_by
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.target import check_temperature, gibbs
 from jaxprobe.types import Array, PRNGKey
 
-__all__ = ["Question", "infer_dim"]
+__all__ = ["Question", "infer_dim", "categorical_constraints"]
 
 
 def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constraints: Any = None,
@@ -92,6 +93,141 @@ def _is_traced(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
 
 
+def categorical_constraints(probe: Callable, constraints: Any, dim: int) -> Any:
+    """``constraints`` completed so that every categorical input of the imported Pipelines ``probe`` reads is exact.
+
+    The categorical inputs are those :func:`jaxprobe.models.from_sklearn` recorded for a Pipeline's
+    ``OneHotEncoder`` / ``OrdinalEncoder`` columns (:class:`jaxprobe.models.sklearn.CategoricalInput`), found in
+    the probe's traced program whatever wraps the model (:func:`~jaxprobe.models.sklearn.categorical_inputs_read_by`;
+    a Pipeline is taken to read x itself when its raw row has d columns). Per column j, with values
+    ``v_0 < … < v_{K−1}`` (codes 0..K−1 for strings; values for numbers, evenly spaced ``v_k = a + k·b``):
+
+    - left unconstrained (or only inside bounds wider than every category's cell): ``Integer([j],
+      mean=−a/b, scale=1/b)`` and ``Box(a − b/2, v_{K−1} + b/2)`` are added (one category: ``Fixed``). The
+      model reads a value in (v_k − b/2, v_k + b/2] as category k (codes always, numbers with
+      ``one_hot="nearest"``), so the relaxed draw has exactly the target ``exp(−G(v_k)/τ)·prior`` per cell,
+      and the reported draws (rounded) are categories: exact, not a relaxation;
+    - ``Fixed`` to one of the values, or already an Integer with Box bounds on cell edges: kept;
+    - otherwise a ``ValueError`` naming the column and the constraint to pass: other constraints on it, a
+      numeric column the model reads exactly (``one_hot="exact"``), unevenly spaced values, or a column
+      another step also reads as a number (no relaxation is exact there: hold it ``Fixed``).
+
+    The missing category (NaN) of a numeric column is never sampled. Returns ``constraints`` itself when
+    nothing is added, else a list (a ``ConstraintList`` keeps its ``dim``). A :class:`Restriction` cannot be
+    extended: one that leaves such a column unconstrained is refused with the constraints to add.
+    """
+    found = categorical_inputs_read_by(as_probe(probe).fn, dim)
+    if not found:
+        return constraints
+    given = constraints if isinstance(constraints, Restriction) else restriction(constraints, dim)
+    by_column: dict[int, list[tuple[str, CategoricalInput]]] = {}
+    for model, record in found:
+        if record.column is None:
+            raise ValueError(f"{model}: {record.describe()}; no constraint on x keeps a computed value on "
+                             "the categories, so jaxprobe cannot sample this model's inputs exactly")
+        by_column.setdefault(record.column, []).append((model, record))
+    added: list[Any] = []
+    for column, pairs in sorted(by_column.items()):
+        added.extend(_exact_categorical(column, pairs, given))
+    if not added:
+        return constraints
+    if isinstance(constraints, Restriction):
+        raise ValueError(f"constraints is a Restriction without the categorical constraints {added}: pass the "
+                         "constraints as a list, to which jaxprobe adds them, or build the Restriction with them")
+    if isinstance(constraints, list):  # a ConstraintList stays one (its dim kept)
+        return constraints + added
+    if isinstance(constraints, tuple):
+        return list(constraints) + added
+    return ([] if constraints is None else [constraints]) + added
+
+
+def _preview(values: Any) -> str:
+    """At most 8 values of a list, for messages."""
+    values = list(values)
+    return str(values) if len(values) <= 8 else str(values[:8])[:-1] + f", ... ({len(values)} in all)]"
+
+
+def _exact_categorical(column: int, pairs: list[tuple[str, CategoricalInput]], given: Restriction) -> list[Any]:
+    """The constraints to add for one categorical column (``[]`` when ``given`` keeps it exact already), or a
+    ValueError naming it (see :func:`categorical_constraints`)."""
+    model, record = pairs[0]
+    what = f"{model}: {record.describe()} ({record.kind}, categories {_preview(record.categories)})"
+    if any(not np.array_equal(other.values, record.values, equal_nan=True) for _, other in pairs[1:]):
+        raise ValueError(f"{what}: the models read column {column} with different categories; hold it Fixed")
+    valid = np.sort(record.values[np.isfinite(record.values)])
+    if given.is_fixed[column]:
+        value = given.fixed_values[column]
+        working = np.dtype(jnp.result_type(float))
+        if not np.any(valid.astype(working) == working.type(value)):
+            raise ValueError(f"{what}: it is fixed to {value:g}, which is none of its categories' values "
+                             f"{_preview(valid.tolist())}")
+        return []
+    fix = f"Fixed([{column}], [value]) with value one of {_preview(valid.tolist())}"
+    reason = None
+    if any(other.read_as_number for _, other in pairs):
+        reason = "another step reads the same value as a number, so no relaxation of it is exact"
+    elif any(other.reading == "exact" for _, other in pairs):
+        reason = (f"the model reads its values {_preview(valid.tolist())} exactly (from_sklearn(..., "
+                  "one_hot='exact'), the default), so a sampled value between them is an unknown category; "
+                  "import the Pipeline with from_sklearn(..., one_hot='nearest') to sample it")
+    grid = _category_grid(valid)
+    if reason is None and grid is None:
+        reason = (f"its values {_preview(valid.tolist())} are not evenly spaced, so no Integer constraint "
+                  "rounds onto them" if valid.size else
+                  "its only category is the missing value (NaN), which no draw can hold")
+    if reason is not None:
+        raise ValueError(f"{what}: it cannot be sampled exactly: {reason}. Hold it fixed: {fix}")
+    default = _default_categorical(column, valid, grid)
+    start, step = grid
+    # bounds (if any) around every category's cell, e.g. a Box(-5, 5) over all features: the defaults decide
+    free = (given.low[column] <= start - step / 2 and given.high[column] >= float(valid[-1]) + step / 2
+            and column not in given.integer_indices and not any(column in group for group in given.groups))
+    if free:
+        return default
+    if _keeps_categories(given, column, valid, grid):
+        return []
+    raise ValueError(f"{what}: the constraints on column {column} do not keep it on its categories; leave it "
+                     f"unconstrained (jaxprobe then adds {default}), pass those, or {fix}")
+
+
+def _category_grid(valid: np.ndarray) -> tuple[float, float] | None:
+    """``(a, b)`` with ``valid[k] = a + k·b`` (b = 1 for one value), or None when not evenly spaced (or empty)."""
+    if valid.size == 0:
+        return None
+    if valid.size == 1:
+        return float(valid[0]), 1.0
+    steps = np.diff(valid)
+    if not np.allclose(steps, steps[0], rtol=1e-6, atol=0.0):
+        return None
+    return float(valid[0]), float(steps[0])
+
+
+def _default_categorical(column: int, valid: np.ndarray, grid: tuple[float, float]) -> list[Any]:
+    """Integer on the category grid and Box on its outer cell edges (one category: Fixed to it)."""
+    start, step = grid
+    if valid.size == 1:
+        return [Fixed([column], [start])]
+    return [Integer([column], mean=-start / step + 0.0, scale=1.0 / step),
+            Box([start - step / 2], [float(valid[-1]) + step / 2], indices=[column])]
+
+
+def _keeps_categories(given: Restriction, column: int, valid: np.ndarray, grid: tuple[float, float]) -> bool:
+    """Whether ``given`` already samples ``column`` exactly: an Integer on the category grid (checked by
+    reporting points ±0.4 steps around each category inside the bounds) with Box bounds on cell edges."""
+    start, step = grid
+    low, high = given.low[column], given.high[column]
+    edges = start - step / 2 + step * np.arange(valid.size + 1)
+    on_edge = [np.isfinite(bound) and np.any(np.isclose(edges, bound, rtol=1e-6, atol=1e-9 * step))
+               for bound in (low, high)]
+    if column not in given.integer_indices or not all(on_edge):
+        return False
+    inside = valid[(valid > low) & (valid < high)]
+    points = np.zeros((2 * inside.size, given.dim))
+    points[:, column] = np.concatenate([inside - 0.4 * step, inside + 0.4 * step])
+    reported = given.report(points)[:, column]
+    return bool(np.allclose(reported, np.concatenate([inside, inside]), rtol=1e-6, atol=1e-6 * step))
+
+
 class Question:
     """p(x) ∝ exp(−G(x)/τ)·prior(x) restricted by ``constraints``, on an unconstrained z.
 
@@ -104,7 +240,9 @@ class Question:
     prior
         A log density on data space (:mod:`jaxprobe.priors`), or None for flat.
     constraints
-        A :mod:`jaxprobe.constraints` object or a list of them.
+        A :mod:`jaxprobe.constraints` object or a list of them. Categorical inputs of Pipelines imported
+        with :func:`jaxprobe.models.from_sklearn` that the probe reads get exact constraints added (or a
+        ValueError naming the column): see :func:`categorical_constraints`.
     dim
         d, when nothing else states it (see :func:`infer_dim`).
 
@@ -126,6 +264,8 @@ class Question:
         self.prior = prior
         self._gibbs = gibbs(self.probe.fn, self.temperature, prior)  # −G(x)/τ + log prior(x): the one formula
         self.dim = infer_dim(dim=dim, init=init, prior=prior, constraints=constraints, probe=self.probe)
+        # categorical inputs of imported Pipelines: exact constraints added, or a ValueError naming the column
+        constraints = categorical_constraints(self.probe, constraints, self.dim)
         self.restriction: Restriction = (constraints if isinstance(constraints, Restriction)
                                          else restriction(constraints, self.dim))
         self.logdensity = _Part(self, "target")
@@ -166,17 +306,22 @@ class Question:
         """``(num_chains, num_free)`` starting points z (traceable).
 
         Draws of the prior when it has ``.sample`` (fixed features set to their
-        values, one-hot groups at the simplex's centre), mapped to z; a draw that
+        values, one-hot groups drawn uniformly on the simplex), mapped to z; a draw that
         breaks a bound (or a prior without ``.sample``) is replaced by z ~ N(0, I).
+        The one-hot groups are spread over the simplex (Dirichlet(1)), not all at its centre: chains that
+        all start at one point cannot show the verdict a category no chain visited (its starts check).
         """
         key_prior, key_normal = jax.random.split(rng_key)
+        key_groups = jax.random.fold_in(rng_key, 1)  # a third key; the other two as before (same starts)
         normal = jax.random.normal(key_normal, (num_chains, self.num_free), dtype)
         drawn = self._prior_draws(key_prior, num_chains, dtype)
         if drawn is None:
             return normal
         drawn = drawn.astype(dtype)
-        for columns in self.restriction.groups:  # one-hot groups start at the simplex's centre
-            drawn = drawn.at[:, columns].set(1.0 / columns.size)
+        for key, columns in zip(jax.random.split(key_groups, max(1, len(self.restriction.groups))),
+                                self.restriction.groups):
+            simplex = jax.random.dirichlet(key, jnp.ones(columns.size, dtype), (num_chains,), dtype)
+            drawn = drawn.at[:, columns].set(simplex)
         z = jax.vmap(lambda x: self.restriction.unconstrain(x, jnp))(drawn)
         usable = jnp.all(jnp.isfinite(z), axis=1, keepdims=True)
         return jnp.where(usable, z, normal)

@@ -16,15 +16,18 @@ MLPClassifier and MLPRegressor, CalibratedClassifierCV (sigmoid, isotonic or
 temperature calibration of a supported classifier; ``CalibratedClassifierCV(SVC(),
 ensemble=False)`` is sklearn 1.9's replacement for ``SVC(probability=True)``); tree ensembles through
 :mod:`jaxprobe.models.trees` (piecewise constant: use them as the comparison model
-ŷ or with a gradient-free sampler); and Pipelines of scalers, PCA, OneHotEncoder and
+ŷ or with a gradient-free sampler); and Pipelines of scalers, PCA, OneHotEncoder, OrdinalEncoder and
 ColumnTransformers of those ending in one of these, as one function of the raw row (see
-:func:`from_sklearn` for the list and the one-hot semantics).
+:func:`from_sklearn` for the list and the categorical semantics; the model records its categorical
+inputs, from which ``jaxprobe.generate`` builds exact constraints).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import numbers
+import re
 import warnings
 from typing import Any, Callable
 
@@ -34,7 +37,7 @@ import numpy as np
 
 from jaxprobe.types import Array
 
-__all__ = ["ImportedModel", "UnsupportedStepError", "from_sklearn"]
+__all__ = ["ImportedModel", "CategoricalInput", "UnsupportedStepError", "from_sklearn", "categorical_inputs_read_by"]
 
 
 class ImportedModel:
@@ -43,15 +46,20 @@ class ImportedModel:
     Attributes: ``num_features`` (d, also as ``n_features_in_``, the name scikit-learn uses), ``is_classifier``,
     ``classes`` (or None), ``differentiable`` (False for piecewise-constant trees), ``output``
     (``"probabilities"``, ``"decision_function"`` or ``"prediction"``), ``estimator_name``,
-    ``feature_names_in_`` (the column names of a DataFrame the estimator was fitted on, or None) and
-    ``categorical_inputs`` (``{raw column: categories}`` for the columns a Pipeline's OneHotEncoder reads;
-    see :func:`from_sklearn`). Columns listed in ``coded_inputs`` hold a category's index (code), not its value.
+    ``feature_names_in_`` (the column names of a DataFrame the estimator was fitted on, or None),
+    ``categorical_inputs`` (``{raw column: categories}`` for the columns a Pipeline's OneHotEncoder or
+    OrdinalEncoder reads; see :func:`from_sklearn`), ``categorical`` (one :class:`CategoricalInput` per
+    encoded feature: column, name, encoder kind, categories, the values the column holds and how the model
+    reads them; what ``jaxprobe.generate`` builds exact constraints from) and ``read_inputs`` (the raw
+    columns the model reads; others, such as columns a ColumnTransformer drops, may hold anything).
+    Columns listed in ``coded_inputs`` hold a category's index (code), not its value.
     """
 
     def __init__(self, fn: Callable[[Array], Array], *, num_features: int, is_classifier: bool, output: str,
                  classes: Any = None, differentiable: bool = True, estimator_name: str = "",
                  feature_names_in: Any = None, categorical_inputs: dict[int, np.ndarray] | None = None,
-                 coded_inputs: tuple[int, ...] = ()):
+                 coded_inputs: tuple[int, ...] = (), categorical: tuple = (),
+                 read_inputs: tuple[int, ...] | None = None):
         self.fn = fn
         self.num_features = num_features
         self.is_classifier = is_classifier
@@ -62,6 +70,8 @@ class ImportedModel:
         self.feature_names_in_ = None if feature_names_in is None else np.asarray(feature_names_in, dtype=object)
         self.categorical_inputs = dict(categorical_inputs or {})
         self.coded_inputs = tuple(coded_inputs)
+        self.categorical = tuple(categorical)
+        self.read_inputs = tuple(range(num_features)) if read_inputs is None else tuple(read_inputs)
         self._batch = jax.jit(jax.vmap(fn))
 
     @property
@@ -79,9 +89,12 @@ class ImportedModel:
         """Raw rows ``(n, d)`` (an array, a list or a DataFrame) → the real-valued ``(n, d)`` inputs the model reads.
 
         A DataFrame's columns are taken by ``feature_names_in_`` when the estimator was fitted on one
-        (as scikit-learn selects them); the categories of ``coded_inputs`` columns (strings, say) become
-        their codes, the index in ``categorical_inputs[column]``, and an unknown category becomes NaN
-        (which the model encodes as an unknown category). Other columns are cast to the working dtype.
+        (as scikit-learn selects them, extra columns ignored); the categories of ``coded_inputs`` columns
+        (strings, say) become their codes, the index in ``categorical_inputs[column]`` (numbers there are
+        codes already, as in the model's inputs or ``generate``'s draws), and an unknown category becomes
+        NaN (which the model encodes as an unknown category); a column the model does not read (one a
+        ColumnTransformer drops) becomes 0 whatever it holds, as scikit-learn ignores it. Other columns
+        are cast to the working dtype (a ValueError names a column that holds no number).
         """
         dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
         if hasattr(x, "columns") and self.feature_names_in_ is not None:
@@ -89,17 +102,23 @@ class ImportedModel:
             if missing:
                 raise ValueError(f"{self.estimator_name}: the DataFrame lacks the columns {missing}")
             x = x[list(self.feature_names_in_)]
-        columns = np.asarray(x, dtype=object if self.coded_inputs else None)
+        mixed = bool(self.coded_inputs) or len(self.read_inputs) < self.num_features
+        columns = np.asarray(x, dtype=object if mixed else None)
         if columns.ndim != 2 or columns.shape[1] != self.num_features:
             raise ValueError(f"expected inputs of shape (n, {self.num_features}), got {columns.shape}")
-        if not self.coded_inputs:
+        if not mixed:
             return columns.astype(dtype)
-        out = np.empty(columns.shape, dtype)
-        for j in range(self.num_features):
+        out = np.zeros(columns.shape, dtype)
+        for j in self.read_inputs:
             if j in self.coded_inputs:
-                out[:, j] = [_category_code(value, self.categorical_inputs[j]) for value in columns[:, j]]
-            else:
+                out[:, j] = [_input_code(value, self.categorical_inputs[j]) for value in columns[:, j]]
+                continue
+            try:
                 out[:, j] = columns[:, j].astype(dtype)
+            except (TypeError, ValueError):
+                name = "" if self.feature_names_in_ is None else f" ({self.feature_names_in_[j]!r})"
+                raise ValueError(f"{self.estimator_name}: input column {j}{name} must hold numbers, got "
+                                 f"{columns[:, j][:3].tolist()}...") from None
         return out
 
     def predict_batch(self, x: Any) -> np.ndarray:
@@ -482,6 +501,91 @@ def _calibrated(estimator) -> ImportedModel:
 _ONE_HOT_MODES = ("exact", "nearest")
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class CategoricalInput:
+    """A raw input column that a Pipeline's encoder reads as a category (:attr:`ImportedModel.categorical`).
+
+    ``column``: its index in the raw row x (None: the encoder reads a computed value, not a raw column);
+    ``name``: its DataFrame column name, or None; ``kind``: ``"one-hot"`` or ``"ordinal"`` (the encoder);
+    ``categories``: the encoder's ``categories_`` for it; ``values`` ``(K,)``: what ``x[column]`` holds for
+    each category: its code 0..K−1 when ``coded`` (non-numeric categories), else its value (NaN for the
+    missing category); ``reading``: how the model reads a real ``v`` there, ``"cells"`` (codes: ``v`` in
+    (k − ½, k + ½] is category k, outside (−½, K − ½] unknown), ``"exact"`` (``v`` equal to a value, any other
+    value unknown) or ``"nearest"`` (the nearest value); ``read_as_number``: another step reads the same raw
+    value as a number too; ``step``: the encoder's step label.
+    """
+
+    column: int | None
+    name: str | None
+    kind: str
+    categories: np.ndarray
+    values: np.ndarray
+    coded: bool
+    reading: str
+    read_as_number: bool = False
+    step: str = ""
+
+    def describe(self) -> str:
+        """``input column 1 ('city'), which step 'prep' → 'city' (OneHotEncoder) reads as a category``."""
+        where = "a computed value" if self.column is None else f"input column {self.column}" + (
+            f" ({self.name!r})" if self.name is not None else "")
+        return f"{where}, which {self.step} reads as a category"
+
+
+# Imported Pipelines with categorical inputs, by the token of the named scope their function runs in: a
+# traced program that calls one carries the scope in its equations' name stacks, also inside cached jits.
+_CATEGORICAL_SCOPE = "jaxprobe_categorical_inputs_"
+_CATEGORICAL_MODELS: dict[int, tuple[int, str, tuple[CategoricalInput, ...]]] = {}
+
+
+def _categorical_scope(records: tuple[CategoricalInput, ...], num_features: int, name: str) -> Any:
+    """A maker of the named scope a Pipeline's function runs in when it has categorical inputs (else of a
+    no-op scope); registers the records under the scope's token."""
+    if not records:
+        return contextlib.nullcontext
+    token = len(_CATEGORICAL_MODELS)
+    _CATEGORICAL_MODELS[token] = (num_features, name, records)
+    return lambda: jax.named_scope(f"{_CATEGORICAL_SCOPE}{token}")
+
+
+def categorical_inputs_read_by(fn: Callable[[Array], Array], dim: int) -> tuple[tuple[str, CategoricalInput], ...]:
+    """The categorical inputs of the imported Pipelines that ``fn`` (one x ``(dim,)`` → anything) calls on x.
+
+    Found in the jaxpr of ``fn`` (one abstract trace, nothing compiled): every Pipeline imported by
+    :func:`from_sklearn` with a ``OneHotEncoder``/``OrdinalEncoder`` runs in a named scope, which the
+    equations of any program calling it carry, through ``jit`` (cached or not), ``vmap``, ``grad`` and
+    control flow. Pipelines whose raw row is not ``dim`` long read something other than x and are left
+    out. Returns ``(model name, CategoricalInput)`` pairs; ``()`` at no cost when this process has imported
+    no such Pipeline.
+    """
+    if not _CATEGORICAL_MODELS:
+        return ()
+    try:
+        jaxpr = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((dim,), jnp.result_type(float)))
+    except Exception:  # noqa: BLE001 - a probe that cannot run on (dim,) fails with its own error when sampled,
+        return ()  # as it does in a process that imported no such Pipeline: no error depends on what was imported
+    tokens: set[int] = set()
+    _scope_tokens(jaxpr.jaxpr, tokens)
+    found = []
+    for token in sorted(tokens):
+        num_features, name, records = _CATEGORICAL_MODELS[token]
+        if num_features == dim:
+            found.extend((name, record) for record in records)
+    return tuple(found)
+
+
+def _scope_tokens(jaxpr: Any, tokens: set[int]) -> None:
+    """Add the tokens of the categorical scopes in ``jaxpr``'s equations (and in its inner jaxprs) to ``tokens``."""
+    for equation in jaxpr.eqns:
+        tokens.update(int(token) for token in re.findall(_CATEGORICAL_SCOPE + r"(\d+)",
+                                                         str(equation.source_info.name_stack)))
+        for parameter in equation.params.values():
+            for inner in parameter if isinstance(parameter, (tuple, list)) else (parameter,):
+                inner = getattr(inner, "jaxpr", inner)  # a ClosedJaxpr's Jaxpr
+                if hasattr(inner, "eqns"):
+                    _scope_tokens(inner, tokens)
+
+
 class UnsupportedStepError(ValueError, TypeError):
     """A Pipeline step ``from_sklearn`` cannot import; the message names the step and its class.
 
@@ -505,11 +609,16 @@ class _Stage:
 
 @dataclasses.dataclass
 class _Collected:
-    """What importing a pipeline collects on the way: the ``one_hot`` mode and the raw categorical columns."""
+    """What importing a pipeline collects on the way: the ``one_hot`` mode, the raw column names, the raw
+    categorical columns (:class:`CategoricalInput` records) and which raw columns are read, and how."""
 
     one_hot: str
+    feature_names: Any = None
     categorical_inputs: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
     coded_inputs: set[int] = dataclasses.field(default_factory=set)
+    records: list[CategoricalInput] = dataclasses.field(default_factory=list)
+    categorical_reads: set[int] = dataclasses.field(default_factory=set)  # raw columns an encoder reads
+    numeric_reads: set[int] = dataclasses.field(default_factory=set)  # raw columns read as numbers
 
 
 def _kind(step: Any) -> str:
@@ -558,14 +667,14 @@ def _pipeline(pipeline: Any, one_hot: str) -> ImportedModel:
                                    f"{_step_label(final_path, final)} is not one")
     # The raw dimension and column names: those of the first step that reads the raw input.
     first_path, first = next(((path, step) for path, step in steps if not _is_identity(step)), steps[-1])
-    collected = _Collected(one_hot)
+    feature_names = getattr(first, "feature_names_in_", None)
+    collected = _Collected(one_hot, feature_names)
     if getattr(first, "n_features_in_", None) is None:
         if first is not final:  # a custom transformer: refused by name here
             _transformer(first, first_path, 0, [], collected)
         raise UnsupportedStepError(f"from_sklearn cannot import {_step_label(first_path, first)}: it states no "
                                    "n_features_in_")
     num_raw = int(first.n_features_in_)
-    feature_names = getattr(first, "feature_names_in_", None)
     width, sources = num_raw, list(range(num_raw))
     functions = []
     for path, step in transformers:
@@ -581,18 +690,24 @@ def _pipeline(pipeline: Any, one_hot: str) -> ImportedModel:
         raise ValueError(f"the final {_step_label(final_path, final)} reads {model.num_features} features but "
                          f"the steps before it give {width}")
     final_fn = model.fn
+    collected.numeric_reads.update(source for source in sources if source is not None)  # the estimator's
+    name = "Pipeline(" + " → ".join(f"{path[-1]}: {_kind(step)}" for path, step in steps) + ")"
+    records = tuple(dataclasses.replace(record, read_as_number=record.column in collected.numeric_reads)
+                    for record in collected.records)
+    scope = _categorical_scope(records, num_raw, name)
 
     def predict(x: Array) -> Array:
         """One raw row ``(d_raw,)`` → the final estimator's output on the transformed row."""
-        for transform in functions:
-            x = transform(x)
-        return final_fn(x)
+        with scope():  # names the categorical reads in a traced program (categorical_inputs_read_by)
+            for transform in functions:
+                x = transform(x)
+            return final_fn(x)
 
-    name = "Pipeline(" + " → ".join(f"{path[-1]}: {_kind(step)}" for path, step in steps) + ")"
     return ImportedModel(predict, num_features=num_raw, is_classifier=model.is_classifier, output=model.output,
                          classes=model.classes, differentiable=model.differentiable, estimator_name=name,
                          feature_names_in=feature_names, categorical_inputs=collected.categorical_inputs,
-                         coded_inputs=tuple(sorted(collected.coded_inputs)))
+                         coded_inputs=tuple(sorted(collected.coded_inputs)), categorical=records,
+                         read_inputs=tuple(sorted(collected.numeric_reads | collected.categorical_reads)))
 
 
 def _transformer(step: Any, path: tuple[str, ...], num_inputs: int, sources: list[int | None],
@@ -621,6 +736,9 @@ def _transformer(step: Any, path: tuple[str, ...], num_inputs: int, sources: lis
             return x
 
         return _Stage(chain, num_inputs, sources)
+    if not any(_is(step, cls) for cls in (preprocessing.OneHotEncoder, preprocessing.OrdinalEncoder,
+                                           compose.ColumnTransformer)):
+        collected.numeric_reads.update(source for source in sources if source is not None)  # read as numbers
     if _is(step, preprocessing.StandardScaler):
         # sklearn: X −= mean_ (with_mean), X /= scale_ (with_std; zero variances have scale 1)
         mean = _const(step.mean_) if step.with_mean else None
@@ -647,6 +765,8 @@ def _transformer(step: Any, path: tuple[str, ...], num_inputs: int, sources: lis
         return _pca(step, num_inputs)
     if _is(step, preprocessing.OneHotEncoder):
         return _one_hot_encoder(step, label, sources, collected)
+    if _is(step, preprocessing.OrdinalEncoder):
+        return _ordinal_encoder(step, label, sources, collected)
     if _is(step, compose.ColumnTransformer):
         return _column_transformer(step, path, num_inputs, sources, collected)
     if _is(step, preprocessing.FunctionTransformer):
@@ -655,7 +775,8 @@ def _transformer(step: Any, path: tuple[str, ...], num_inputs: int, sources: lis
                                    "identity) is imported")
     raise UnsupportedStepError(
         f"from_sklearn cannot import {label}; supported transformers: StandardScaler, MinMaxScaler, RobustScaler, "
-        "MaxAbsScaler, PCA, OneHotEncoder, ColumnTransformer and Pipelines of these, 'passthrough' and "
+        "MaxAbsScaler, PCA, OneHotEncoder, OrdinalEncoder, ColumnTransformer and Pipelines of these, "
+        "'passthrough' and "
         "FunctionTransformer() without func")
 
 
@@ -710,12 +831,20 @@ def _category_code(value: Any, categories: np.ndarray) -> float:
     return float("nan")
 
 
-def _one_hot_tables(encoder: Any) -> list[np.ndarray]:
-    """Per input feature ``i``, the ``(n_categories_i, n_outputs_i)`` encoding of each of its categories.
+def _input_code(value: Any, categories: np.ndarray) -> float:
+    """A coded column's entry as the code the model reads: a number (not NaN) is a code already (the
+    categories are not numbers), anything else is looked up (:func:`_category_code`)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and not np.isnan(value):
+        return float(value)
+    return _category_code(value, categories)
+
+
+def _encoder_tables(encoder: Any, widths: Any) -> list[np.ndarray]:
+    """Per input feature ``i``, the ``(n_categories_i, widths[i])`` encoding of each of its categories.
 
     Read off the encoder's own ``transform`` of a design whose row ``k`` holds every feature's ``k``-th
-    category (the last one once a feature runs out), so ``drop``, infrequent grouping and the column
-    order are sklearn's, not a re-implementation of them.
+    category (the last one once a feature runs out), so ``drop``, infrequent grouping, the missing
+    category's code and the column order are sklearn's, not a re-implementation of them.
     """
     categories = list(encoder.categories_)
     num_rows = max(len(values) for values in categories)
@@ -735,33 +864,59 @@ def _one_hot_tables(encoder: Any) -> list[np.ndarray]:
         warnings.simplefilter("ignore")
         encoded = encoder.transform(design)
     encoded = np.asarray(encoded.toarray() if hasattr(encoded, "toarray") else encoded, np.float64)
-    widths = getattr(encoder, "_n_features_outs", None)
-    if widths is None:  # pragma: no cover - present since scikit-learn 1.1
+    if widths is None:  # pragma: no cover - OneHotEncoder._n_features_outs: present since scikit-learn 1.1
         raise ValueError("from_sklearn needs OneHotEncoder._n_features_outs (scikit-learn >= 1.1)")
     starts = np.concatenate([[0], np.cumsum(widths)])
     return [encoded[:len(values), starts[i]:starts[i + 1]] for i, values in enumerate(categories)]
 
 
 def _one_hot_encoder(encoder: Any, label: str, sources: list[int | None], collected: _Collected) -> _Stage:
-    """``OneHotEncoder.transform`` of one row: per input feature, its category's row of :func:`_one_hot_tables`.
+    """``OneHotEncoder.transform`` of one row: per input feature, its category's row of :func:`_encoder_tables`.
 
     Semantics (see :func:`from_sklearn`): numeric categories are matched by value (in the working
     dtype; NaN by ``isnan``), others by code (the raw column holds the index of the category); values
     matching no category get sklearn's unknown-category encoding, or zeros where it raises
     (``handle_unknown="error"``). ``one_hot="nearest"`` reads the nearest category instead.
     """
-    tables = _one_hot_tables(encoder)
+    tables = _encoder_tables(encoder, getattr(encoder, "_n_features_outs", None))
     infrequent = getattr(encoder, "infrequent_categories_", None)
-    features = []
+    unknowns = []
     for i, categories in enumerate(encoder.categories_):
-        table = tables[i]
-        unknown = np.zeros(table.shape[1])
+        unknown = np.zeros(tables[i].shape[1])
         if encoder.handle_unknown in ("infrequent_if_exist", "warn") and infrequent is not None \
                 and infrequent[i] is not None:  # unknown values join the infrequent category
-            unknown = table[int(_category_code(infrequent[i][0], categories))]
+            unknown = tables[i][int(_category_code(infrequent[i][0], categories))]
+        unknowns.append(unknown)
+    return _encoder_stage(encoder, "one-hot", label, sources, collected, tables, unknowns)
+
+
+def _ordinal_encoder(encoder: Any, label: str, sources: list[int | None], collected: _Collected) -> _Stage:
+    """``OrdinalEncoder.transform`` of one row: per input feature, its category's code (one output each).
+
+    The codes are the encoder's own (infrequent categories share one, the missing category gets
+    ``encoded_missing_value``); a value matching no category gets ``unknown_value`` with
+    ``handle_unknown="use_encoded_value"``, and NaN where sklearn raises (``"error"``), so a prediction
+    on it is NaN, never a silent category. Raw-column semantics as for ``OneHotEncoder``.
+    """
+    tables = _encoder_tables(encoder, [1] * len(encoder.categories_))
+    unknown = np.nan
+    if encoder.handle_unknown == "use_encoded_value":
+        unknown = float(encoder.unknown_value)
+    return _encoder_stage(encoder, "ordinal", label, sources, collected, tables, [np.array([unknown])] * len(tables))
+
+
+def _encoder_stage(encoder: Any, kind: str, label: str, sources: list[int | None], collected: _Collected,
+                   tables: list[np.ndarray], unknowns: list[np.ndarray]) -> _Stage:
+    """An encoder (``kind`` ``"one-hot"`` or ``"ordinal"``) as a :class:`_Stage`: per input feature ``i``,
+    ``tables[i]`` ``(n_categories, n_outputs)`` read by :func:`_category_reader`, ``unknowns[i]`` for other
+    values. Records each feature as a :class:`CategoricalInput` of its raw column (``sources[i]``)."""
+    names = collected.feature_names
+    features = []
+    for i, categories in enumerate(encoder.categories_):
         values = _numeric_categories(np.asarray(categories))
         source = sources[i]
-        if values is None:  # strings: the raw column holds the category's code
+        coded = values is None
+        if coded:  # strings: the raw column holds the category's code
             if source is None:
                 raise UnsupportedStepError(
                     f"from_sklearn cannot import {label}: its feature {i} has non-numeric categories "
@@ -774,7 +929,13 @@ def _one_hot_encoder(encoder: Any, label: str, sources: list[int | None], collec
             values = np.arange(len(categories), dtype=np.float64)
         if source is not None:
             collected.categorical_inputs.setdefault(source, np.asarray(categories))
-        features.append(_category_reader(values, table, unknown, collected.one_hot, label, i))
+            collected.categorical_reads.add(source)
+        # codes are read by cells (k − ½, k + ½]: equal to exact on codes, and exact for a relaxed Integer
+        mode = "cells" if coded and collected.one_hot == "exact" else collected.one_hot
+        collected.records.append(CategoricalInput(
+            column=source, name=None if source is None or names is None else str(names[source]), kind=kind,
+            categories=np.asarray(categories), values=values, coded=coded, reading=mode, step=label))
+        features.append(_category_reader(values, tables[i], unknowns[i], mode, label, i))
 
     def encode(x: Array) -> Array:
         return jnp.concatenate([feature(x[i]) for i, feature in enumerate(features)])
@@ -789,8 +950,10 @@ def _category_reader(values: np.ndarray, table: np.ndarray, unknown: np.ndarray,
 
     ``values`` ``(n,)`` the category values (a NaN one matched by ``isnan``), ``table`` ``(n, n_outputs)``
     their encodings, ``unknown`` ``(n_outputs,)`` the encoding of a value matching none; ``mode``:
-    ``"exact"`` (``v == value``) or ``"nearest"`` (the nearest finite value, ties to the lower one).
-    The output is piecewise constant in ``v``: its gradient is 0.
+    ``"exact"`` (``v == value``), ``"nearest"`` (the nearest finite value, ties to the lower one) or
+    ``"cells"`` (codes 0..n−1: ``v`` in (k − ½, k + ½] reads category k, ``v`` outside (−½, n − ½] is
+    unknown; equal to ``"exact"`` on codes). Rows are gathered, not multiplied, so a NaN in ``table``
+    (an ordinal code for the missing category) stays in its row. Piecewise constant in ``v``: gradient 0.
     """
     finite = ~np.isnan(values)
     order = np.argsort(values[finite], kind="stable")
@@ -802,18 +965,23 @@ def _category_reader(values: np.ndarray, table: np.ndarray, unknown: np.ndarray,
     unknown = _const(unknown)
     nan_row = _const(table[~finite][0]) if (~finite).any() else unknown  # NaN's encoding
     midpoints = _const((values[finite][order][1:] + values[finite][order][:-1]) / 2)
-    indices = np.arange(points.size)
+    if not points.size:  # only a missing category
+        return lambda v: jnp.where(jnp.isnan(v), nan_row, unknown)
 
     def exact(v: Array) -> Array:
-        match = (v == points).astype(table_finite.dtype)
-        return match @ table_finite + jnp.where(jnp.isnan(v), nan_row, (1.0 - jnp.sum(match)) * unknown)
+        match = v == points
+        row = jnp.take(table_finite, jnp.argmax(match), axis=0)
+        return jnp.where(jnp.isnan(v), nan_row, jnp.where(jnp.any(match), row, unknown))
 
     def nearest(v: Array) -> Array:
-        index = jnp.searchsorted(midpoints, v, side="left")  # v on a midpoint reads the lower category
-        chosen = (indices == index).astype(table_finite.dtype)
-        return jnp.where(jnp.isnan(v), nan_row, chosen @ table_finite if points.size else unknown)
+        row = jnp.take(table_finite, jnp.searchsorted(midpoints, v, side="left"), axis=0)  # ties: the lower
+        return jnp.where(jnp.isnan(v), nan_row, row)
 
-    return exact if mode == "exact" else nearest
+    def cells(v: Array) -> Array:
+        inside = (v > points[0] - 0.5) & (v <= points[-1] + 0.5)
+        return jnp.where(inside, nearest(v), jnp.where(jnp.isnan(v), nan_row, unknown))
+
+    return {"exact": exact, "nearest": nearest, "cells": cells}[mode]
 
 
 def _column_indices(columns: Any, num_inputs: int, names: Any) -> list[int]:
@@ -874,6 +1042,8 @@ def _column_transformer(transformer: Any, path: tuple[str, ...], num_inputs: int
             continue
         stage = _transformer(step, path + (name,), len(indices), [sources[j] for j in indices], collected)
         weight = weights.get(name)
+        if weight not in (None, 1.0):  # a raw column scaled by its weight is read as a number
+            collected.numeric_reads.update(source for source in stage.sources if source is not None)
         blocks.append((np.asarray(indices), stage, None if weight is None else float(weight)))
 
     def transform(x: Array) -> Array:
@@ -895,7 +1065,8 @@ def from_sklearn(estimator: Any, *, one_hot: str = "exact") -> ImportedModel:
         A fitted estimator listed in this module's docstring, or a fitted ``Pipeline`` of supported
         transformers followed by one (see "Pipelines" below).
     one_hot
-        How a Pipeline's ``OneHotEncoder`` reads its real-valued raw column ``x[j]`` (ignored otherwise):
+        How a Pipeline's ``OneHotEncoder`` / ``OrdinalEncoder`` reads a real-valued raw column ``x[j]`` of
+        numeric categories (ignored otherwise; codes of string categories are read by cells, see below):
         ``"exact"`` (default): ``x[j]`` equal to a category (compared in the working dtype) gives that
         category's encoding, any other value the encoder's unknown-category encoding; ``"nearest"``: the
         nearest category (ties to the lower one), so every real value reads as a valid category, e.g.
@@ -910,22 +1081,28 @@ def from_sklearn(estimator: Any, *, one_hot: str = "exact") -> ImportedModel:
     ---------
     Transformer steps: ``StandardScaler``, ``MinMaxScaler`` (``clip`` too), ``RobustScaler``,
     ``MaxAbsScaler``, ``PCA`` (``whiten`` too), ``OneHotEncoder`` (``drop``, ``handle_unknown``,
-    infrequent categories), ``ColumnTransformer`` of these (columns by index, boolean mask, slice or,
+    infrequent categories), ``OrdinalEncoder`` (``handle_unknown``, ``unknown_value``,
+    ``encoded_missing_value``, infrequent categories; an unknown value where sklearn raises gives NaN),
+    ``ColumnTransformer`` of these (columns by index, boolean mask, slice or,
     when fitted on a DataFrame, name; ``remainder`` ``"drop"``, ``"passthrough"`` or a transformer;
     ``transformer_weights``), nested Pipelines of these, and identity steps (``"passthrough"``,
     ``None``, ``FunctionTransformer()`` without ``func``); the last step is any estimator above. The
     result is ONE function of the raw row ``x`` ``(d_raw,)``, with ``feature_names_in_`` when the
     pipeline was fitted on a DataFrame (``x`` follows that column order).
 
-    One-hot semantics. The raw column holds the category's value when the categories are numbers
+    Categorical semantics. The raw column holds the category's value when the categories are numbers
     (NaN included, matched by ``isnan``); when they are not (strings), it holds the category's code,
     its index in ``model.categorical_inputs[j]`` (listed in ``model.coded_inputs``;
-    :meth:`ImportedModel.to_inputs` converts DataFrame rows). An unknown value is encoded as sklearn
-    encodes an unknown category (``"ignore"``: zeros; ``"infrequent_if_exist"``/``"warn"``: the
-    infrequent category if there is one, else zeros); with ``handle_unknown="error"``, where sklearn
-    raises, it gets zeros too (a traced function cannot raise). The encoding is piecewise constant in
-    ``x[j]``: its gradient there is 0. For sampling, keep such columns ``Fixed``, or use
-    ``one_hot="nearest"`` with an ``Integer`` constraint over the codes/values.
+    :meth:`ImportedModel.to_inputs` converts DataFrame rows), read by cells: a value in (k − ½, k + ½]
+    is category k, one outside (−½, K − ½] unknown. An unknown value is encoded as sklearn encodes an
+    unknown category (one-hot ``"ignore"``: zeros; ``"infrequent_if_exist"``/``"warn"``: the infrequent
+    category if there is one, else zeros; ordinal: ``unknown_value``); with ``handle_unknown="error"``,
+    where sklearn raises, it gets zeros (one-hot) or NaN (ordinal), since a traced function cannot
+    raise. The encoding is piecewise constant in ``x[j]``: its gradient there is 0. ``model.categorical``
+    records each such column (:class:`CategoricalInput`); ``generate`` (every front end: through
+    :class:`jaxprobe.Question`) adds the exact constraint for it (``Integer`` + ``Box`` over the codes
+    or evenly spaced values read ``"nearest"``) or refuses naming the column
+    (:func:`jaxprobe.question.categorical_constraints`).
 
     Raises ``TypeError`` for an unsupported or unfitted estimator, and :class:`UnsupportedStepError`
     (a ``ValueError`` and a ``TypeError``) naming the Pipeline step (its name and class) it cannot import.
