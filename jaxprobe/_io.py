@@ -1,16 +1,74 @@
-"""Atomic file writes: a temporary file in the target directory, then ``os.replace``.
+"""Files that prove themselves: atomic writes, checksums, and the one error for a damaged file.
 
-An interrupted write leaves the previous file (or none) in place, never a truncated one.
+* :func:`atomic_write`: a temporary file in the target directory, then ``os.replace``; an interrupted write
+  leaves the previous file (or none) in place, never a truncated one. A full disk raises ``OSError(ENOSPC)``
+  naming the folder and the bytes free (:func:`no_space_error`).
+* :func:`write_checked_npz` / :func:`read_checked_npz`: an ``.npz`` of arrays with one JSON header that
+  lists every array's shape, dtype and CRC32, and a CRC32 of the header itself; reading verifies all of it.
+* :class:`CorruptFileError` (a ``ValueError``): every damaged file jaxprobe reads back raises it, naming the
+  file, what is wrong and what to do; :class:`CorruptFileWarning` where the damage is repaired (a checkpoint
+  resumed from its last verified chunk, a sweep cell run again).
+
+Why CRC32 (``zlib.crc32``): it is in the standard library (no new dependency), runs at several GB/s (about
+4 GB/s on the 2-core CI machine: 0.3 s for the 1.3 GB checkpoint benchmark) and detects every burst error of
+at most 32 bits (any flipped byte, any zeroed word) and all but 2**-32 of the rest. It is not cryptographic
+and is not meant to be: it finds damage (disk, copy, truncation, a hand edit), not tampering.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import math
 import os
+import shutil
 import tempfile
+import zlib
 from typing import IO, Any, Callable
 
-__all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json"]
+import numpy as np
+
+__all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json", "CorruptFileError", "CorruptFileWarning",
+           "crc32", "write_checked_npz", "read_checked_npz", "json_with_checksum", "json_checksum_ok",
+           "no_space_error", "free_bytes"]
+
+
+class CorruptFileError(ValueError):
+    """A file jaxprobe wrote does not verify (a checksum, a shape, its header or its format is wrong): it is
+    damaged, and nothing read from it is used. ``path``: the file; ``problem``: what is wrong; ``remedy``:
+    what to do."""
+
+    def __init__(self, path: Any, problem: str, remedy: str):
+        self.path, self.problem, self.remedy = os.fspath(path), problem, remedy
+        super().__init__(f"{self.path} is damaged: {problem}. {remedy}")
+
+
+class CorruptFileWarning(UserWarning):
+    """A damaged file was found and worked around (draws redone, a sweep cell run again): the result equals
+    an undamaged run's; the warning names the file and what was redone."""
+
+
+def crc32(array: Any) -> int:
+    """CRC32 (``zlib.crc32``) of an array's bytes in C order (its values, not its shape or dtype: those are
+    checked beside it). Why CRC32: see this module's docstring."""
+    array = np.ascontiguousarray(array)
+    return zlib.crc32(array.reshape(-1).view(np.uint8)) if array.size else 0
+
+
+def free_bytes(folder: str) -> int | None:
+    """Bytes free for this user in ``folder``'s file system (None where it cannot be asked)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def no_space_error(folder: str, needed: int | None, what: str, remedy: str) -> OSError:
+    """``OSError(ENOSPC)`` naming the folder, the bytes needed and the bytes free, and what to do."""
+    free = free_bytes(folder)
+    needs = "" if needed is None else f"needs {needed:,} bytes, "
+    has = "free space unknown" if free is None else f"{free:,} bytes free"
+    return OSError(errno.ENOSPC, f"no space left in {folder} for {what} ({needs}{has}). {remedy}")
 
 
 def _umask() -> int:
@@ -39,17 +97,98 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: b
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     # ".<name>.<random>.partial": a write killed by SIGKILL leaves this behind, recognisably ours
-    # (jaxprobe.engine.api.remove_stale_partials clears a checkpoint's on resume).
+    # (jaxprobe.engine.checkpoint.remove_stale_partials clears a checkpoint's on resume).
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".partial")
     try:
         with os.fdopen(handle, "wb" if binary else "w") as stream:
             write(stream)
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the user's usual mode
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(temporary):
             os.unlink(temporary)
+        if (isinstance(error, OSError) and error.errno == errno.ENOSPC
+                and not (error.strerror or "").startswith("no space left in")):  # not already said so
+            raise no_space_error(directory, None, f"writing {path}",
+                                 "Free space (or write elsewhere) and run again; the file is as it was before") from error
         raise
+
+
+def write_checked_npz(path: str | os.PathLike, arrays: dict[str, Any], header: dict[str, Any]) -> None:
+    """Write ``arrays`` (name → array, no pickle) and ``header`` (JSON-able) atomically to an ``.npz`` that
+    proves itself: the header lists every array as ``{"shape", "dtype", "crc32"}`` under ``"arrays"``, and the
+    member ``header_crc32`` holds the CRC32 of the header's text. :func:`read_checked_npz` verifies both."""
+    arrays = {name: np.asarray(value) for name, value in arrays.items()}
+    header = dict(header, arrays={name: {"shape": list(value.shape), "dtype": value.dtype.str, "crc32": crc32(value)}
+                                  for name, value in arrays.items()})
+    text = json.dumps(header)
+    members = dict(arrays, header=np.asarray(text), header_crc32=np.asarray(zlib.crc32(text.encode()), np.int64))
+    atomic_write(path, lambda stream: np.savez(stream, **members))
+
+
+def _read_members(path: str) -> tuple[str, dict[str, np.ndarray], int | None]:
+    """The header's text, every other member, and the header's stored CRC32 (None if absent)."""
+    with np.load(path, allow_pickle=False) as data:
+        if not hasattr(data, "files"):
+            raise ValueError("not an .npz archive (a single .npy array)")
+        if "header" not in data.files:
+            raise ValueError(f"no header among its members {sorted(data.files)[:8]}")
+        header_array = data["header"]
+        if header_array.shape != () or header_array.dtype.kind != "U":
+            raise ValueError(f"its header is {header_array.dtype}{list(header_array.shape)}, not one string")
+        stored = int(data["header_crc32"]) if "header_crc32" in data.files else None
+        members = {name: data[name] for name in data.files if name not in ("header", "header_crc32")}
+    return str(header_array), members, stored
+
+
+def read_checked_npz(path: str | os.PathLike, remedy: str,
+                     legacy: Callable[[dict], bool] = lambda header: False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(header, arrays)`` of a file written by :func:`write_checked_npz`, verified: the header's CRC32,
+    then every listed array's shape, dtype and CRC32 (and no member missing or extra). A file whose header
+    has no checksums is accepted unverified only when ``legacy(header)`` says so (older formats). Any failure,
+    of the archive, the JSON or a check, raises :class:`CorruptFileError` naming the file with ``remedy``;
+    a missing file raises ``FileNotFoundError``."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such file", path)
+    try:
+        text, members, stored = _read_members(path)
+        header = json.loads(text)
+        if not isinstance(header, dict):
+            raise ValueError(f"its header is a JSON {type(header).__name__}, not an object")
+    except Exception as error:  # noqa: BLE001 - anything that fails to parse is damage, named as such
+        raise CorruptFileError(path, f"it cannot be read ({type(error).__name__}: {error})", remedy) from None
+    if stored is None and "arrays" not in header and legacy(header):
+        return header, members
+    if stored is None or zlib.crc32(text.encode()) != stored:
+        raise CorruptFileError(path, "its header does not match its checksum" if stored is not None
+                               else "its header carries no checksum", remedy)
+    listed = header.get("arrays")
+    if not isinstance(listed, dict) or set(listed) != set(members):
+        raise CorruptFileError(path, f"its members {sorted(members)} are not those its header lists", remedy)
+    for name, expected in listed.items():
+        value = members[name]
+        if (list(value.shape) != expected.get("shape") or value.dtype.str != expected.get("dtype")
+                or crc32(value) != expected.get("crc32")):
+            raise CorruptFileError(path, f"array {name!r} ({value.dtype.str}{list(value.shape)}) does not match its "
+                                   f"shape, dtype or checksum in the header", remedy)
+    return header, members
+
+
+def json_with_checksum(payload: dict[str, Any], default: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """``payload`` as plain JSON values with a ``"crc32"`` key added: the CRC32 of its canonical JSON text
+    (sorted keys), which :func:`json_checksum_ok` recomputes after reading it back."""
+    plain = json.loads(json.dumps(payload, default=default))
+    return dict(plain, crc32=zlib.crc32(json.dumps(plain, sort_keys=True).encode()))
+
+
+def json_checksum_ok(payload: Any) -> bool | None:
+    """For a JSON object read back: True if its ``"crc32"`` matches its other keys (removed from ``payload``),
+    False if not, None if it has none (written before checksums)."""
+    if not isinstance(payload, dict) or "crc32" not in payload:
+        return None
+    stored = payload.pop("crc32")
+    return stored == zlib.crc32(json.dumps(payload, sort_keys=True).encode())
 
 
 def float_to_json(value: float | None) -> float | str | None:

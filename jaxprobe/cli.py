@@ -4,7 +4,8 @@ Exit codes (for scripts):
 
 - 0: success (``sweep``: every cell finished);
 - 1: the command ran but something failed (``sweep``: some cells failed, recorded in the table;
-  ``run``: the probe could not be sampled; ``bench``: a benchmark exited non-zero); with ``--strict``,
+  ``run``: the probe could not be sampled, or a file could not be written, e.g. a full disk; ``bench``: a
+  benchmark exited non-zero); with ``--strict``,
   also an answer whose verdict failed (``run``; ``sweep``: a cell with status "unconverged"), which is
   otherwise a warning and a message on stderr;
 - 2: bad usage or an invalid configuration file (nothing was run);
@@ -110,13 +111,18 @@ def _run(arguments: argparse.Namespace) -> int:
     kept = "draws" if config.sections["output"]["keep_draws"] else "run's statistics"
     summary = _resumable("run", f"the {kept} so far are in {out}/checkpoint.npz",
                          lambda: run_config(config, out=out, progress=not arguments.quiet))
-    answer = ", ".join(f"{k} {v:.3f}" for k, v in summary["answer"].items() if isinstance(v, float))
+    answer = summary["answer"]
     number = lambda value, form: "n/a" if value is None else format(value, form)  # noqa: E731
+    # After SMC R-hat is no criterion (the chains start at draws of the target): said next to the number.
+    rhat = f"max R-hat {number(summary['max_rhat'], '.3f')}" + (
+        "" if summary.get("rhat_is_criterion", True) else " (not a criterion after SMC)")
     _say(arguments, f"{summary['probe']} on {summary['data']}: {summary['num_chains']} chains x "
                     f"{summary['num_samples_per_chain']} draws, acceptance {summary['acceptance_rate']:.2f}, "
-                    f"max R-hat {number(summary['max_rhat'], '.3f')}, min ESS {number(summary['min_ess_bulk'], '.0f')}"
-                    f"; {answer}")
-    for name, value in summary["answer"].get("observables", {}).items():
+                    f"{rhat}, min ESS {number(summary['min_ess_bulk'], '.0f')}")
+    for key, value in answer.items():  # every answer field with its Monte-Carlo standard error, where it has one
+        if isinstance(value, (float, dict)) and not key.endswith("_mcse") and key != "observables":
+            _say(arguments, f"  {key}: {_answer_field(value, answer.get(key + '_mcse', _NO_ERROR))}")
+    for name, value in answer.get("observables", {}).items():
         _say(arguments, f"  {name}: {_estimate(value['mean'], value['mcse'])}")
     for note in summary["answer"].get("notes", []):
         _say(arguments, f"  note: {note}")
@@ -125,7 +131,8 @@ def _run(arguments: argparse.Namespace) -> int:
                         f"{summary['log_evidence']:.3f} ± {summary['log_evidence_se']:.3f}")
     verdict = summary["verdict"]
     if verdict["converged"]:
-        _say(arguments, "verdict: converged")
+        checks = summary.get("verdict_checks")
+        _say(arguments, "verdict: converged" + (f" ({checks})" if checks else ""))
     elif arguments.strict:
         print("verdict: NOT converged (see summary.json 'verdict'):\n" +
               "\n".join(f"  - {p}" for p in verdict["problems"]), file=sys.stderr)
@@ -139,6 +146,20 @@ def _run(arguments: argparse.Namespace) -> int:
     written += ["features.png"] * bool(config.sections["output"]["plots"] and summary["keep_draws"])
     _say(arguments, f"Wrote {out}/{', '.join(written)} in {summary['seconds']:.1f} s")
     return EXIT_OK
+
+
+_NO_ERROR = object()  # an answer field without an MCSE: a fact of the model (test accuracy), not an estimate
+
+
+def _answer_field(value: Any, mcse: Any = _NO_ERROR) -> str:
+    """An answer field of summary.json: ``0.697 ± 0.012`` where the summary holds its MCSE, else ``0.697``; a
+    dict of them (class shares) item by item."""
+    if isinstance(value, dict):
+        errors = mcse if isinstance(mcse, dict) else {}
+        return ", ".join(f"{k} {_answer_field(v, errors.get(k, _NO_ERROR))}" for k, v in value.items())
+    if mcse is _NO_ERROR:
+        return "n/a" if value is None else f"{value:.3f}"
+    return _estimate(value, mcse)
 
 
 def _estimate(mean: Any, mcse: Any, limit: int = 8) -> str:
@@ -349,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except RuntimeError as error:
         print(f"jaxprobe {arguments.command}: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as error:  # e.g. a full disk: the message names the folder, bytes needed and free, draws kept
+        print(f"jaxprobe {arguments.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_FAILED
     except (ValueError, TypeError) as error:
         print(f"jaxprobe {arguments.command}: {type(error).__name__}: {error}", file=sys.stderr)

@@ -144,6 +144,50 @@ def test_saved_network_matches_sklearn_predictions(tmp_path):
         load_network(str(tmp_path / "bad.npz"))
 
 
+def test_nonfinite_or_malformed_weights_are_named_with_the_file_and_layer(tmp_path, capsys):
+    """A saved network with NaN or inf weights: validate and run (CLI and Python) exit before sampling, naming
+    the file, the layer and the array (before: "logdensity_fn is not finite at initial_positions" from run and
+    nothing from validate). Arrays of the wrong rank or size and non-numbers are named the same way."""
+    from flax import serialization
+
+    from jaxprobe.config import ConfigError, load_config
+    from jaxprobe.sweeps.from_config import check_config, run_config
+
+    rng = np.random.default_rng(0)
+    good = {"w0": rng.normal(size=(30, 4)), "b0": np.zeros(4), "w1": rng.normal(size=(4, 1)), "b1": np.zeros(1)}
+    nan_w1 = dict(good, w1=np.where(np.arange(4)[:, None] == 2, np.nan, good["w1"]))
+    np.savez(tmp_path / "nan.npz", **nan_w1)
+    inf_bias = {"params": {"Dense_0": {"kernel": good["w0"], "bias": np.array([0.0, np.inf, 0.0, 0.0])},
+                           "Dense_1": {"kernel": good["w1"], "bias": good["b1"]}}}
+    (tmp_path / "inf.msgpack").write_bytes(serialization.msgpack_serialize(inf_bias))
+    base = open(os.path.join(EXAMPLES, "prediction_risky.toml")).read()
+    for name, message in (("nan.npz", "layer 1 weights w1 holds NaN or inf (1 of 4 entries, the first at index "
+                                      "(2, 0))"),
+                          ("inf.msgpack", "layer 0 bias params/Dense_0/bias holds NaN or inf (1 of 4 entries")):
+        weights = str(tmp_path / name)
+        config = tmp_path / f"{name}.toml"
+        config.write_text(base.replace('kind = "logistic_regression"', f'path = "{weights}"\noutput = "sigmoid"'))
+        for command in ("validate", "run"):
+            assert main([command, str(config), "--quiet", "--out", str(tmp_path / "out")]) == EXIT_USAGE
+            error = capsys.readouterr().err
+            assert f"[model] path: cannot load {weights!r}: {weights}: {message}" in error, (command, error)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            check_config(load_config(config))
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            run_config(load_config(config), out=str(tmp_path / "out"), progress=False)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load_network(weights)
+    assert not (tmp_path / "out").exists()  # nothing ran
+    for arrays, message in (
+            (dict(good, w0=np.ones(30)), "layer 0 weights w0 must have 2 dimension(s), got shape (30,)"),
+            (dict(good, b1=np.zeros(2)), "layer 1 has 1 outputs but its bias b1 has 2 entries"),
+            (dict(good, w0=np.full((30, 4), "1")), "layer 0 weights w0 must hold numbers, got dtype <U1"),
+            (dict(good, b0=np.full(4, 1e300)), "layer 0 bias b0 holds values beyond float32's range")):
+        np.savez(tmp_path / "bad.npz", **arrays)
+        with pytest.raises(ValueError, match=re.escape(f"bad.npz: {message}")):
+            load_network(str(tmp_path / "bad.npz"))
+
+
 # ------------------------------------------------------------------ examples end to end (slow)
 
 
@@ -529,3 +573,20 @@ def test_cli_sweep_interrupted_says_how_to_resume_and_resumes(tmp_path, monkeypa
     assert [r["cell"] for r in resumed] == [r["cell"] for r in whole]
     assert resumed[0]["probe_mean"] == whole[0]["probe_mean"]
     np.testing.assert_allclose([r["probe_mean"] for r in resumed], [r["probe_mean"] for r in whole], rtol=1e-4)
+
+
+def test_a_full_disk_during_run_exits_1_with_the_message(tmp_path, capsys, monkeypatch):
+    """An OSError from the run (a full disk: the engine's message names the folder and the bytes) is printed
+    with exit 1, not a traceback."""
+    import errno
+
+    from jaxprobe.sweeps import from_config
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, f"no space left in {tmp_path}: 1000 bytes needed, 10 free")
+
+    monkeypatch.setattr(from_config, "run_config", full_disk)
+    code = main(["run", "examples/model_contrast.toml", "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "no space left in" in err and "1000 bytes needed" in err and "Traceback" not in err

@@ -8,7 +8,9 @@ the run's length, 4.7×), then ``.npz`` chunks (zip CRC, 1.24×), then ``np.save
 CPU for 1.25 GB). Target: ≤ 1.1×.
 
 A checkpointed run flushes its mapped draws files at its end (msync, included in its time); the table also
-reports ``os.sync()`` right after each checkpointed run: what the kernel still had to write.
+reports ``os.sync()`` right after each checkpointed run: what the kernel still had to write, and the CPU seconds
+spent computing the CRC32 checksums of every chunk of draws and state (:mod:`jaxprobe.engine.checkpoint`), as a
+share of the run's CPU time (robust to other load on the machine; they run in the writer's background thread).
 
     python -m jaxprobe.bench.checkpoint            # the full size, about 2 minutes on 2 cores
     python -m jaxprobe.bench.checkpoint --quick    # 512 x 2000, into a scratch folder
@@ -34,7 +36,9 @@ import numpy as np
 
 from jaxprobe.bench import results_dir
 import jaxprobe
+from jaxprobe import _io
 from jaxprobe._io import atomic_write
+from jaxprobe.engine import checkpoint as checkpoint_module
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
 RESULTS = results_dir()
@@ -44,13 +48,35 @@ def standard_normal(x):
     return -0.5 * jnp.sum(x**2)
 
 
-def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tuple[float, int, float]:
-    """(seconds, bytes on disk, seconds of os.sync() after it)."""
+class _TimedCRC:
+    """``crc32`` counting the CPU seconds spent in it (``time.thread_time`` of the thread calling it: the
+    checkpoint writer's, so other threads' and processes' load does not count); every checksum of the
+    checkpoint's files goes through it."""
+
+    def __init__(self):
+        self.seconds, self.original = 0.0, _io.crc32
+
+    def __call__(self, array):
+        tick = time.thread_time()
+        try:
+            return self.original(array)
+        finally:
+            self.seconds += time.thread_time() - tick
+
+
+def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tuple[float, int, float, float, float]:
+    """(seconds, bytes on disk, seconds of os.sync() after it, CPU seconds computing checksums, CPU seconds of
+    the whole process during the run)."""
     init = np.asarray(jax.random.normal(jax.random.key(0), (num_chains, 3)), np.float32)
-    tick = time.perf_counter()
-    samples = jaxprobe.sample(1, standard_normal, init, sampler="mala", num_samples=num_samples, num_warmup=100,
-                              step_size=0.5, progress=False, checkpoint=checkpoint, convergence="ignore")
-    seconds = time.perf_counter() - tick
+    timed = _TimedCRC()
+    checkpoint_module.crc32 = _io.crc32 = timed
+    tick, cpu = time.perf_counter(), time.process_time()
+    try:
+        samples = jaxprobe.sample(1, standard_normal, init, sampler="mala", num_samples=num_samples, num_warmup=100,
+                                  step_size=0.5, progress=False, checkpoint=checkpoint, convergence="ignore")
+    finally:
+        checkpoint_module.crc32 = _io.crc32 = timed.original
+    seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
     del samples
     tick = time.perf_counter()
     os.sync()
@@ -59,7 +85,7 @@ def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tupl
     if checkpoint is not None:
         size = os.path.getsize(checkpoint) + sum(
             os.path.getsize(os.path.join(checkpoint + ".draws", name)) for name in os.listdir(checkpoint + ".draws"))
-    return seconds, size, sync_seconds
+    return seconds, size, sync_seconds, timed.seconds, cpu
 
 
 def main(argv=None) -> dict:
@@ -72,17 +98,20 @@ def main(argv=None) -> dict:
     out = tempfile.mkdtemp(prefix="checkpoint-bench-") if arguments.quick and not arguments.record else RESULTS
     scratch = tempfile.mkdtemp(prefix="checkpoint-files-")
     timed_run(num_chains, 10, None)  # compile the chunk programs of this chain count
-    plain, checkpointed, sizes, syncs = [], [], [], []
+    plain, checkpointed, sizes, syncs, checksums, cpus = [], [], [], [], [], []
     try:
         for repetition in range(arguments.repetitions):  # alternate, so drifts of the machine hit both
             plain.append(timed_run(num_chains, num_samples, None)[0])
             path = os.path.join(scratch, f"run{repetition}.npz")
-            seconds, size, sync_seconds = timed_run(num_chains, num_samples, path)
+            seconds, size, sync_seconds, checksum_seconds, cpu = timed_run(num_chains, num_samples, path)
             checkpointed.append(seconds)
             sizes.append(size)
             syncs.append(sync_seconds)
+            checksums.append(checksum_seconds)
+            cpus.append(cpu)
             print(f"repetition {repetition}: plain {plain[-1]:.2f} s, checkpointed {seconds:.2f} s "
-                  f"({size / 2**20:.0f} MiB on disk, os.sync() after it {sync_seconds:.2f} s)")
+                  f"({size / 2**20:.0f} MiB on disk, os.sync() after it {sync_seconds:.2f} s; CPU: CRC32 "
+                  f"{checksum_seconds:.2f} s of the run's {cpu:.2f} s)")
             shutil.rmtree(path + ".draws", ignore_errors=True)
             os.unlink(path)
     finally:
@@ -96,7 +125,9 @@ def main(argv=None) -> dict:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
         "jax": jax.__version__, "num_chains": num_chains, "num_samples": num_samples, "dim": 3,
         "plain_seconds": plain, "checkpoint_seconds": checkpointed, "checkpoint_bytes": sizes[-1],
-        "sync_after_checkpoint_seconds": syncs,
+        "sync_after_checkpoint_seconds": syncs, "checksum_seconds": checksums,
+        "checkpoint_cpu_seconds": cpus, "checksum_cpu_share": [c / t for c, t in zip(checksums, cpus)],
+        "checksum_target": 0.05,
         "ratio_of_minimum_times": ratio, "median_paired_ratio": median_paired, "target": 1.1, "load_average": os.getloadavg(),
     }
     os.makedirs(out, exist_ok=True)
@@ -111,7 +142,10 @@ def main(argv=None) -> dict:
              f"All times: plain {', '.join(f'{t:.2f}' for t in plain)} s; checkpointed "
              f"{', '.join(f'{t:.2f}' for t in checkpointed)} s; os.sync() right after each checkpointed run "
              f"(what was still to be written; the run flushes its draws files at its end) "
-             f"{', '.join(f'{t:.2f}' for t in syncs)} s."
+             f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds of the CRC32 checksums of every chunk of draws "
+             f"and state (in the writer's background thread): {', '.join(f'{c:.2f}' for c in checksums)}, of the "
+             f"checkpointed run's {', '.join(f'{c:.2f}' for c in cpus)}: at most "
+             f"{max(result['checksum_cpu_share']):.1%} of its CPU time (target ≤ 5% of the run)."
              f"\n\nRatio of minimum times {ratio:.2f}, median of the paired ratios {median_paired:.2f} (target ≤ "
              "1.10; before: 4.7×, 11.2 s → 53.1 s, rewriting every draw each chunk; then 1.03-1.30× writing each "
              "chunk with np.save). The checkpointed run can be the faster one: its draws land in file-backed "

@@ -12,6 +12,7 @@ One switch, ``numerics="reproducible" | "fast"``, holds every batch-invariance a
 speed device (:mod:`jaxprobe.engine.numerics`).
 """
 
+from jaxprobe._io import CorruptFileError, CorruptFileWarning
 from jaxprobe.engine.api import CheckpointMismatchError, canonicalize_key, chain_sharding, sample
 from jaxprobe.engine.chees import ChEESAdaptation, chees_warmup
 from jaxprobe.engine.core import (
@@ -40,10 +41,15 @@ from jaxprobe.engine.registry import (SAMPLERS, known_kernels, known_sampler_sta
                                       unregister_whole_run_sampler, whole_run_sampler)
 from jaxprobe.engine.samples import Samples, Summary
 from jaxprobe.engine.streaming import Monitor, Observed
+from jaxprobe.engine.estimates import Estimate, MCSEWarning
 
 __all__ = [
     "sample",
     "CheckpointMismatchError",
+    "CorruptFileError",
+    "CorruptFileWarning",
+    "Estimate",
+    "MCSEWarning",
     "Samples",
     "Summary",
     "EngineState",

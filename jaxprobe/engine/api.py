@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import os
 import warnings
@@ -17,29 +15,27 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
-from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.engine import core
+from jaxprobe.engine.checkpoint import STAT_FIELDS as _STAT_FIELDS
+from jaxprobe.engine.checkpoint import CheckpointMismatchError, CheckpointWriter, HostDraws as _HostDraws
+from jaxprobe.engine.checkpoint import discard_unsaved, prepare as prepare_checkpoint, resume as resume_checkpoint
+from jaxprobe.engine.checkpoint import run_identity
 from jaxprobe.engine.core import canonicalize_key
 from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.host import to_device as _to_device, to_host
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.registry import known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine import streaming
-from jaxprobe.engine.verdict import CoordinateNames, check_policy, report, verdict_from_statistics
+from jaxprobe.engine.verdict import (CoordinateNames, Tempering, check_policy, report, start_range,
+                                    verdict_from_statistics)
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
 
 __all__ = ["sample", "canonicalize_key", "to_host", "chain_sharding", "known_samplers", "known_sampler_starts_at_target",
            "make_kernel", "compiled_program_count", "CheckpointMismatchError", "Progress"]
 
 
-class CheckpointMismatchError(ValueError):
-    """``sample(checkpoint=path)`` found a checkpoint of another run at ``path``: resuming it would mix two
-    runs' draws. ``differing`` names what differs (``"target"``, ``"initial_positions"``, ``"key"``, a setting)."""
-
-    def __init__(self, path: str, differing: list[str]):
-        self.path, self.differing = path, list(differing)
-        super().__init__(f"checkpoint {path!r} belongs to another run (differs in {', '.join(differing)}); "
-                         "pass the same arguments or another path")
+# CheckpointMismatchError: the checkpoint module's (jaxprobe.engine.checkpoint), importable from here as before.
 
 STEP_SIZE_MODES = ("per_chain", "shared")
 
@@ -308,21 +304,7 @@ def chain_sharding(num_chains: int, devices: Any = None) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec("chains"))
 
 
-def _to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
-    """Place a host array with the chain axis sharded (scalars are replicated)."""
-    if array.ndim == 0:
-        sharding = NamedSharding(sharding.mesh, PartitionSpec())
-    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
-
-
-def to_host(array: jax.Array) -> np.ndarray:
-    """``array`` as one NumPy array on this host: gathered from every process when chains are sharded over
-    several hosts (``jax.distributed``), else a (zero-copy on CPU) view."""
-    if jax.process_count() > 1:  # pragma: no cover - needs several hosts
-        from jax.experimental import multihost_utils
-
-        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
-    return np.asarray(array)
+# to_host, _to_device: jaxprobe.engine.host's (imported above).
 
 
 # ------------------------------------------------------------------ compiled pieces (cached by static args; the
@@ -539,7 +521,10 @@ def sample(
         nested list are accepted, cast to the working dtype as JAX does: float64
         (NumPy's and pandas' default) runs in float32 unless ``jax_enable_x64`` is
         on; float32 stays float32; ints become floats; float16/bfloat16 are
-        computed in float32 (see :mod:`jaxprobe._inputs`).
+        computed in float32 (see :mod:`jaxprobe._inputs`). Spread the starts over (or
+        beyond) the target, e.g. draws of a prior: the verdict says when they are not
+        overdispersed (one chain, every chain at one value, or a spread far below the
+        draws': R̂ cannot vouch for modes no chain visited; :mod:`jaxprobe.engine.verdict`).
     sampler
         ``"mala"`` (default), ``"hmc"``, ``"nuts"``, ``"rwmh"`` (gradient-free) or
         ``"chees"`` (jittered HMC with cross-chain ChEES adaptation: the choice
@@ -585,11 +570,17 @@ def sample(
         A ``.npz`` path. The kept draws are stored in ``<path>.draws/position.npy``
         ``(num_samples, C, D)`` and ``logdensity.npy`` ``(num_samples, C)``, memory-mapped
         and filled in place as chunks are copied out (no second write of the draws);
-        after warmup and after every chunk the engine state and the number of draws
-        saved replace ``path`` atomically. Calling ``sample`` again with the same
-        arguments and path resumes from the last chunk and gives the same draws as an
-        uninterrupted run (a finished checkpoint returns at once; its ``Samples`` read
-        the files copy-on-write). Arguments that differ from the checkpoint's raise
+        their whole size is reserved before anything compiles (too little disk:
+        ``OSError`` ENOSPC naming the folder, the bytes needed and free). After warmup
+        and after every chunk the engine state goes to ``<path>.draws/state.<n>.npz``
+        and the chunk table (each chunk's CRC32) replaces ``path`` atomically. Calling
+        ``sample`` again with the same arguments and path resumes from the last chunk
+        and gives the same draws as an uninterrupted run (a finished checkpoint returns
+        at once; its ``Samples`` read the files copy-on-write). Every file is verified
+        on resume: damaged draws are redone from the last verified chunk with a
+        :class:`jaxprobe.CorruptFileWarning`; a damaged state file raises
+        :class:`jaxprobe.CorruptFileError` (:mod:`jaxprobe.engine.checkpoint`).
+        Arguments that differ from the checkpoint's raise
         :class:`jaxprobe.engine.CheckpointMismatchError` (a ``ValueError``) naming them.
     reference
         For ``sampler="smc"``: the reference r the tempering starts from, an object
@@ -653,21 +644,28 @@ def sample(
                     step_size_mode=step_size_mode, target_acceptance_rate=target_acceptance_rate,
                     chunk_size=chunk_size, sampler_options=sampler_options, reference=reference,
                     convergence=convergence, numerics=numerics, observables=observables, keep_draws=keep_draws)
-    placed = _place(run, rng_key, devices)
-    key_warmup, key_sampling = jax.random.split(rng_key)
-    bar = Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
-    run_id = _run_identity(rng_key, run, placed) if checkpoint is not None else None
-    writer = _CheckpointWriter(checkpoint) if checkpoint is not None else None
+    # Kept draws land in host arrays allocated once, draw-major as the scan writes them. With a checkpoint they are
+    # its draws files: before anything compiles, its path is checked, its state file verified, and for a new run
+    # the files are made with their whole size reserved (a full disk: OSError naming the folder and the bytes).
+    draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype, run.keep_draws)
+    checkpoint = prepare_checkpoint(checkpoint, draws) if checkpoint is not None else None
+    bar = writer = None
     try:
-        # Kept draws land in host arrays allocated once, draw-major as the scan writes them.
-        draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype, run.keep_draws)
+        placed = _place(run, rng_key, devices)
+        key_warmup, key_sampling = jax.random.split(rng_key)
+        bar = Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
+        run_id = run_identity(rng_key, run, placed) if checkpoint is not None else None
+        writer = CheckpointWriter(checkpoint.path, run_id) if checkpoint is not None else None
         progress_state = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer, bar)
         state, stats_sum, monitored = _run_chunks(key_sampling, run, placed, *progress_state, draws, run_id, writer,
                                                   bar)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         if writer is not None:
             writer.close()
+        if checkpoint is not None:  # a new run that stopped before its first save leaves no files behind
+            discard_unsaved(checkpoint)
     result = _result(run, placed, state, draws, stats_sum, monitored)
     report(result.verdict, convergence, stacklevel=2)
     return result
@@ -783,18 +781,16 @@ def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", c
     at once) with empty statistics. Returns ``(state, stats_sum, monitored)`` (``stats_sum`` None: no draws
     yet)."""
     template = _monitored_zeros(run, placed)
-    resumed = (_load_checkpoint(checkpoint, run_id, placed.state, template, placed.sharding)
-               if checkpoint is not None else None)
+    resumed = (resume_checkpoint(checkpoint, run_id, draws, writer, placed.state, template, placed.sharding)
+               if checkpoint is not None else None)  # verified chunk by chunk; rewound to the last verified one
     if resumed is not None:
-        state, count, stats_sum, monitored = resumed
-        draws.attach(_draws_folder(checkpoint), count)
+        state, stats_sum, monitored = resumed
         bar.update(run.num_warmup + draws.count * run.thin, float("nan"), "resumed")
         return state, stats_sum, monitored
     state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
                         run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
                         run.chunk_size, bar)
-    if writer is not None:
-        draws.attach(_draws_folder(checkpoint), None)  # new draws files, filled in place as the chunks arrive
+    if writer is not None:  # the draws files were made before compiling (checkpoint.prepare)
         writer.save(run_id, state, draws, None, template)
     return state, None, template
 
@@ -886,8 +882,8 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
 
 
 def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, monitored) -> Samples:
-    """The run's :class:`Samples` with its verdict, from the statistics folded in on the device (an SMC start
-    that stopped short of λ = 1 is a problem), and its observables."""
+    """The run's :class:`Samples` with its verdict, from the statistics folded in on the device (with how far
+    the starting points spread over the draws, or after SMC its tempering path), and its observables."""
     position, logdensity = draws.finished()
     steps = run.num_samples * run.thin
     smc_result = placed.smc_result
@@ -903,17 +899,16 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         statistics = jax.tree.map(to_host, _finalize(draw_stats, run.monitor))
     acceptance_rate = stats_sum["acceptance_rate_sum"] / steps
     chains_start_at_target = smc_result is not None and bool(smc_result.info.reached_target)
+    num_groups = None if smc_result is None else run.smc.groups(run.num_chains)
     names = CoordinateNames.of_draws(jax.tree_util.tree_unflatten(
         run.layout.treedef, [np.empty((0, 0) + shape) for shape in run.layout.event_shapes]))
-    verdict = verdict_from_statistics(statistics, run.monitor, names, acceptance_rate=acceptance_rate,
-                                      num_divergent=stats_sum["num_divergent"],
-                                      num_nonfinite=stats_sum["num_nonfinite"], thin=run.thin,
-                                      chains_start_at_target=chains_start_at_target)
-    if smc_result is not None and not bool(smc_result.info.reached_target):
-        reached = float(smc_result.info.lambdas[int(smc_result.info.num_stages) - 1])
-        problem = (f"sequential Monte Carlo stopped at λ = {reached:.3g} < 1 after max_stages={run.smc.max_stages} "
-                   "stages: its particles are not draws of the target; raise sampler_options['max_stages']")
-        verdict = dataclasses.replace(verdict, converged=False, problems=verdict.problems + (problem,))
+    verdict = verdict_from_statistics(
+        statistics, run.monitor, names, acceptance_rate=acceptance_rate, num_divergent=stats_sum["num_divergent"],
+        num_nonfinite=stats_sum["num_nonfinite"], thin=run.thin, chains_start_at_target=chains_start_at_target,
+        tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
+        # the chains' own starts (after SMC the particles, judged by their tempering path instead)
+        start_range=None if smc_result is not None else start_range(
+            run.layout.flatten_chains(run.initial_positions).astype(run.dtype)))
     return Samples(
         # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
         positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),
@@ -931,145 +926,19 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         chains_start_at_target=chains_start_at_target,
         numerics=placed.policy.mode,
         verdict=verdict,
-        observables={name: streaming.observed(jax.tree.map(to_host, sums))
+        # After SMC the chains of one particle group are one independent system: errors from the groups' means.
+        observables={name: streaming.observed(jax.tree.map(to_host, sums), num_groups)
                      for name, sums in observable_sums.items()} or None,
         particle_observables=None if smc_result is None else {
             name: streaming.particle_observed(to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
-                                              run.smc.groups(run.num_chains))
+                                              num_groups)
             for name, fn in run.monitor.observables} or None,
+        num_groups=num_groups,
         **evidence,
     )
 
 
-_STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
-# 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files per chunk;
-# 4: two mapped draws files filled in place; 5: the verdict's and observables' statistics folded in on the device
-_CHECKPOINT_VERSION = 5
-
-
-def _run_identity(rng_key: PRNGKey, run: _Run, placed: _Placed) -> dict[str, Any]:
-    """What a checkpoint must agree on to be resumed (JSON-able): the settings, and what the run starts from
-    and samples (its initial positions, inverse mass matrix and the target's values at fixed points)."""
-    layout, dtype = run.layout, run.dtype
-    identity = {
-        "version": _CHECKPOINT_VERSION,
-        "key": np.asarray(jax.random.key_data(rng_key)).tolist(),
-        "sampler": run.sampler,
-        "kernel": repr(placed.kernel),
-        "num_chains": run.num_chains,
-        "event_shapes": [list(shape) for shape in layout.event_shapes],
-        "dtype": str(np.dtype(dtype)),
-        "num_samples": run.num_samples,
-        "num_warmup": run.num_warmup,
-        "thin": run.thin,
-        "step_size_mode": run.step_size_mode,
-        "target_acceptance_rate": run.target_acceptance_rate,
-        "step_size": None if run.step_size is None else np.asarray(run.step_size).tolist(),
-        "initial_positions": _fingerprint(layout.flatten_chains(run.initial_positions).astype(dtype)),
-        "inverse_mass_matrix": None if run.inverse_mass_matrix is None else _fingerprint(run.inverse_mass_matrix),
-        "target": _target_fingerprint(run.logdensity, layout.dim, dtype),
-        "keep_draws": run.keep_draws,
-        "observables": [name for name, _ in run.monitor.observables],
-    }
-    if run.smc is not None:  # SMC chains start at particles tempered from the reference: another one, other draws
-        identity["reference"] = _target_fingerprint(run.smc_reference, layout.dim, dtype)
-    return identity
-
-
-def _fingerprint(array: Any) -> str:
-    """A short hash of an array's values, dtype and shape (for a checkpoint's identity)."""
-    array = np.ascontiguousarray(array)
-    digest = hashlib.sha256(f"{array.dtype}{array.shape}".encode() + array.tobytes())
-    return digest.hexdigest()[:20]
-
-
-@jit_bounded(static_argnames=("logdensity_fn",))
-def _values_at(logdensity_fn, points):
-    return jax.vmap(logdensity_fn)(points)
-
-
-def _target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:
-    """The log density at 8 fixed points (standard normals from a constant seed): a different target gives
-    different values, so a checkpoint of another target is refused whatever its settings."""
-    points = np.random.default_rng(20261123).standard_normal((8, dim)).astype(dtype)
-    return _fingerprint(to_host(_values_at(logdensity_fn, jnp.asarray(points))))
-
-
-class _HostDraws:
-    """Host arrays for all kept draws, ``position`` ``(N, C, D)`` and ``logdensity`` ``(N, C)``, filled in order.
-
-    With a checkpoint (:meth:`attach`) the arrays are the checkpoint's draws files themselves, memory-mapped
-    ``.npy`` files: copying a chunk out of the device writes it to the file's pages, so checkpointing the draws
-    costs no second copy and no write pass (the kernel writes the pages back; a killed process loses nothing
-    that was copied out). Before, each chunk was written again with ``np.save`` (1.25 GB: 1.2 s of CPU).
-    """
-
-    def __init__(self, num_samples: int, num_chains: int, dim: int, dtype: Any, keep: bool = True):
-        self.keep = keep  # False: nothing is stored, only counted (keep_draws=False)
-        shape = (num_samples if keep else 0, num_chains)
-        self.position = np.empty(shape + (dim,), dtype)
-        self.logdensity = np.empty(shape, dtype)
-        self.count = 0
-        self.mapped_folder = None  # the checkpoint's draws folder when the arrays are its files
-
-    def append(self, num_draws: int, trace: "core.Trace | None") -> None:
-        """Count ``num_draws`` more draws and copy them from ``trace`` (None: they are in the whole-run buffer
-        that :meth:`hold` receives at the end)."""
-        end = self.count + num_draws
-        if self.keep and trace is not None:
-            self.position[self.count:end] = to_host(trace.position)
-            self.logdensity[self.count:end] = to_host(trace.logdensity)
-        self.count = end
-
-    def hold(self, trace: "core.Trace") -> None:
-        """Take a whole run's device buffer as the draws: on a CPU device NumPy views its memory, no copy."""
-        self.position, self.logdensity = to_host(trace.position), to_host(trace.logdensity)
-
-    def attach(self, folder: str, count: int | None) -> None:
-        """Use the draws files in ``folder``: new ones (``count=None``), or a checkpoint's with ``count`` draws
-        saved. Only the writing process maps them; the others (several processes) read the saved rows. Without
-        kept draws there are no files: only the count is taken."""
-        if not self.keep:
-            self.count = 0 if count is None else count
-            return
-        names = {"position": self.position, "logdensity": self.logdensity}
-        if count is None:
-            if is_writer():
-                os.makedirs(folder, exist_ok=True)
-                for name, array in names.items():
-                    setattr(self, name, np.lib.format.open_memmap(os.path.join(folder, f"{name}.npy"), mode="w+",
-                                                                  dtype=array.dtype, shape=array.shape))
-                self.mapped_folder = folder
-            return
-        for name, array in names.items():
-            path = os.path.join(folder, f"{name}.npy")
-            try:
-                saved = np.load(path, mmap_mode="r+" if is_writer() else "r", allow_pickle=False)
-            except (OSError, ValueError) as error:
-                raise ValueError(f"checkpoint draws file {path} cannot be read ({error}): delete the checkpoint "
-                                 "to start again") from None
-            if saved.shape != array.shape or saved.dtype != array.dtype:
-                raise ValueError(f"checkpoint draws file {path} holds {saved.dtype}{list(saved.shape)}, not "
-                                 f"{array.dtype}{list(array.shape)}: it was changed by hand")
-            if is_writer():
-                setattr(self, name, saved)
-            else:
-                array[:count] = saved[:count]
-        self.mapped_folder = folder if is_writer() else None
-        self.count = count
-
-    def finished(self) -> tuple[np.ndarray, np.ndarray]:
-        """(position, logdensity) for the result (None, None without kept draws). Mapped files are mapped again
-        copy-on-write: the result's arrays read the files' pages, and writing into them never changes the
-        checkpoint."""
-        if not self.keep:
-            return None, None
-        if self.mapped_folder is None:
-            return self.position, self.logdensity
-        for array in (self.position, self.logdensity):
-            array.flush()
-        return tuple(np.load(os.path.join(self.mapped_folder, f"{name}.npy"), mmap_mode="c", allow_pickle=False)
-                     for name in ("position", "logdensity"))
+# The checkpoint (run identity, draws files, state files, writer, resume): jaxprobe.engine.checkpoint.
 
 
 def _new_trace(num_draws: int, num_chains: int, dim: int, dtype: Any, sharding: NamedSharding) -> core.Trace:
@@ -1077,108 +946,6 @@ def _new_trace(num_draws: int, num_chains: int, dim: int, dtype: Any, sharding: 
     draw_sharding = NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
     return core.Trace(jnp.zeros((num_draws, num_chains, dim), dtype, device=draw_sharding),
                       jnp.zeros((num_draws, num_chains), dtype, device=draw_sharding))
-
-
-def _draws_folder(path: str) -> str:
-    """Where a checkpoint keeps its draws: one file per chunk beside the state file."""
-    return os.fspath(path) + ".draws"
-
-
-class _CheckpointWriter:
-    """Writes checkpoint state files in a background thread while the next chunk samples.
-
-    The draws are already on file when :meth:`save` is called (the host arrays are the checkpoint's mapped
-    draws files, :class:`_HostDraws`); a save records the engine state, the statistics and the number of draws
-    saved (:func:`_save_checkpoint`). One worker thread writes the saves in order, so the state on disk always
-    describes draws already on file. A failed write is re-raised by the next :meth:`save` or by :meth:`close`,
-    which waits for the queue.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self.path = os.fspath(path)
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxprobe-checkpoint")
-        self.futures = []
-
-    def _raise_failures(self) -> None:
-        done = [future for future in self.futures if future.done()]
-        self.futures = [future for future in self.futures if not future.done()]
-        for future in done:
-            future.result()
-
-    def save(self, run_id, state, draws, stats_sum, monitored) -> None:
-        self._raise_failures()
-        stats = None if stats_sum is None else dict(stats_sum)
-        # The state to the host here, in the calling thread: with several processes that is a collective
-        # (every process gathers every chain), which must run in the same order on all of them.
-        host_state = {f"state.{name}": to_host(value) for name, value in state.kernel_state._asdict().items()}
-        host_state.update({f"param.{name}": to_host(value) for name, value in state.parameters.items()})
-        host_state["step"] = to_host(state.step)
-        host_state.update({f"monitor.{i}": to_host(leaf) for i, leaf in enumerate(jax.tree_util.tree_leaves(monitored))})
-        if not is_writer():  # only process 0 writes
-            return
-        self.futures.append(self.executor.submit(_save_checkpoint, self.path, run_id, host_state, draws.count,
-                                                 stats))
-
-    def close(self) -> None:
-        try:
-            for future in self.futures:
-                future.result()
-        finally:
-            self.futures = []
-            self.executor.shutdown(wait=True)
-
-
-def _save_checkpoint(path, run_id, host_state, count, stats_sum) -> None:
-    """Replace the state file atomically (arrays + JSON, no pickle): engine state, statistics, header and
-    ``count`` = draws saved. Its draws are rows ``[:count]`` of the mapped draws files, written before this
-    state was queued; a run killed later resumes from this state and overwrites the rows after ``count``."""
-    arrays = dict(host_state)
-    arrays["num_draws_saved"] = np.asarray(count)
-    if stats_sum is not None:
-        arrays.update({f"stats.{name}": value for name, value in stats_sum.items()})
-    arrays["header"] = np.asarray(json.dumps(run_id))
-    atomic_write(os.fspath(path), lambda stream: np.savez(stream, **arrays))
-
-
-def _load_checkpoint(path, run_id, template_state, template_monitored, sharding):
-    """``(state, draws saved, stats, folded statistics)`` from ``path`` if it exists and belongs to this run,
-    else None (the draws are read by :meth:`_HostDraws.attach`); the folded statistics are placed like
-    ``template_monitored``."""
-    path = os.fspath(path)
-    remove_stale_partials(path)
-    if not os.path.exists(path):
-        return None
-    with np.load(path, allow_pickle=False) as data:
-        saved_id = json.loads(str(data["header"]))
-        if saved_id != run_id:
-            differing = sorted(k for k in set(saved_id) | set(run_id) if saved_id.get(k) != run_id.get(k))
-            raise CheckpointMismatchError(path, differing)
-        kernel_state = template_state.kernel_state._replace(**{
-            name: _to_device(data[f"state.{name}"], sharding) for name in template_state.kernel_state._fields})
-        parameters = {name: _to_device(data[f"param.{name}"], sharding) for name in template_state.parameters}
-        state = core.EngineState(kernel_state, parameters, jnp.asarray(data["step"]))
-        count = int(data["num_draws_saved"])
-        stats_sum = {name: data[f"stats.{name}"] for name in _STAT_FIELDS} if count else None
-        leaves, treedef = jax.tree_util.tree_flatten(template_monitored)
-        monitored = jax.tree_util.tree_unflatten(treedef, [
-            jax.make_array_from_callback(leaf.shape, leaf.sharding, lambda index, host=data[f"monitor.{i}"]: host[index])
-            for i, leaf in enumerate(leaves)])
-    return state, count, stats_sum, monitored
-
-
-def remove_stale_partials(path: str | os.PathLike) -> None:
-    """Remove temporary files a killed write left beside ``path`` and in its draws folder (``.*.partial``)."""
-    if not is_writer():  # with several processes, process 0 owns the files
-        return
-    path = os.fspath(path)
-    for folder, prefix in ((os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path)),
-                           (_draws_folder(path), ".")):
-        if os.path.isdir(folder):
-            for name in os.listdir(folder):
-                if name.startswith(prefix) and name.endswith(".partial"):
-                    os.unlink(os.path.join(folder, name))
 
 
 def _collect(pending, draws, stats_sum, bar, free_buffers):

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import os
-from typing import Any
+import warnings
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from blackjax import diagnostics as blackjax_diagnostics
 
-from jaxprobe._io import atomic_write, float_from_json, float_to_json
+from jaxprobe._io import CorruptFileError, float_from_json, float_to_json, read_checked_npz, write_checked_npz
+from jaxprobe.engine import estimates
+from jaxprobe.engine.estimates import Estimate
 from jaxprobe.engine.streaming import Observed
 from jaxprobe.engine.verdict import Verdict, assess
 from jaxprobe.types import ArrayTree
 
 __all__ = ["Samples", "Summary"]
 
-_FORMAT_VERSION = 2
-_READABLE_VERSIONS = (1, 2)  # 1: before verdict, chains_start_at_target and the evidence fields
+_FORMAT_VERSION = 3
+# 1: before verdict, chains_start_at_target and the evidence fields; 2: without checksums (read unverified);
+# 3: a CRC32 per array and every shape in the header (jaxprobe._io.write_checked_npz), verified on load
+_READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +34,11 @@ class Summary:
 
     ``rhat`` is BlackJAX's rank-normalized split R̂ (Vehtari et al. 2021),
     ``ess_bulk`` / ``ess_tail`` the bulk and tail effective sample sizes and
-    ``mcse_mean = sd / √ess_bulk`` the Monte-Carlo standard error of the mean.
+    ``mcse_mean`` the Monte-Carlo standard error of the mean, as :meth:`Samples.expectation` estimates it
+    (``sd/√ESS`` with the ESS of the coordinate's own values, ArviZ's ``mcse(method="mean")``; after
+    sequential Monte Carlo the spread of the independent particle groups' means). ``rhat_is_criterion``:
+    False after sequential Monte Carlo (the chains start at draws of the target and need not mix between
+    modes; the table marks R̂ so). ``notes``: what was checked and which errors cannot be trusted.
     """
 
     names: tuple[str, ...]
@@ -39,6 +48,8 @@ class Summary:
     rhat: np.ndarray
     ess_bulk: np.ndarray
     ess_tail: np.ndarray
+    rhat_is_criterion: bool = True
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{name: {mean, sd, mcse_mean, rhat, ess_bulk, ess_tail}}``."""
@@ -49,13 +60,18 @@ class Summary:
         }
 
     def __str__(self) -> str:
-        header = f"{'':>12} {'mean':>10} {'sd':>10} {'mcse':>9} {'r_hat':>7} {'ess_bulk':>9} {'ess_tail':>9}"
+        rhat = "r_hat" if self.rhat_is_criterion else "r_hat*"
+        header = f"{'':>12} {'mean':>10} {'sd':>10} {'mcse':>9} {rhat:>7} {'ess_bulk':>9} {'ess_tail':>9}"
         rows = [header]
         for i, name in enumerate(self.names):
             rows.append(
                 f"{name:>12} {self.mean[i]:>10.4g} {self.sd[i]:>10.4g} {self.mcse_mean[i]:>9.3g} "
                 f"{self.rhat[i]:>7.3f} {self.ess_bulk[i]:>9.0f} {self.ess_tail[i]:>9.0f}"
             )
+        if not self.rhat_is_criterion:
+            rows.append("* R-hat is not a criterion here: the chains started at draws of the target (sequential "
+                        "Monte Carlo) and need not mix between modes")
+        rows += [f"note: {note}" for note in self.notes]
         return "\n".join(rows)
 
 
@@ -88,7 +104,65 @@ def _decode_structure(spec: Any, leaves: list[np.ndarray]) -> Any:
         return [_decode_structure(sub, leaves) for sub in spec["list"]]
     if "tuple" in spec:
         return tuple(_decode_structure(sub, leaves) for sub in spec["tuple"])
-    return leaves[spec["leaf"]]
+    index = spec["leaf"]
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(leaves):
+        raise ValueError(f"its structure names position leaf {index!r}, and the file holds leaves 0 to {len(leaves) - 1}")
+    return leaves[index]
+
+
+@contextlib.contextmanager
+def _verified(path: str):
+    """``(header, members)`` of a samples file, verified (:func:`jaxprobe._io.read_checked_npz`; versions 1
+    and 2, written before checksums, unverified); anything that fails while the body reads them, and
+    :func:`_check_consistent`'s findings, become a :class:`CorruptFileError` naming the file."""
+    remedy = "Nothing was loaded from it: save the samples again, or rerun what made them"
+    header, members = read_checked_npz(path, remedy, legacy=lambda h: h.get("format_version") != _FORMAT_VERSION)
+    if header.get("format_version") not in _READABLE_VERSIONS:
+        raise ValueError(f"{path}: unsupported jaxprobe samples format {header.get('format_version')!r}")
+    try:
+        yield header, _Members(members)
+    except CorruptFileError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a verified file whose contents do not fit together is damaged
+        raise CorruptFileError(path, f"its contents do not fit together ({type(error).__name__}: {error})",
+                               remedy) from None
+
+
+class _Members(dict):
+    """A file's arrays by name, read like ``np.load``'s ``NpzFile`` (``.files``)."""
+
+    @property
+    def files(self) -> list[str]:
+        return list(self)
+
+
+def _check_consistent(samples: "Samples") -> None:
+    """Every per-chain field has the same chain count C (that of ``acceptance_rate``), every position leaf and
+    ``logdensity`` the same ``(C, N)``, and each position leaf is used once: a ValueError saying which not."""
+    num_chains = np.shape(samples.acceptance_rate)[0] if np.ndim(samples.acceptance_rate) == 1 else None
+    if num_chains is None:
+        raise ValueError(f"acceptance_rate has shape {np.shape(samples.acceptance_rate)}, not (C,)")
+    for name in ("step_size", "num_divergent", "num_nonfinite", "num_gradient_evaluations"):
+        if np.shape(getattr(samples, name)) != (num_chains,):
+            raise ValueError(f"{name} has shape {np.shape(getattr(samples, name))}, not ({num_chains},) chains")
+    if (samples.positions is None) != (samples.logdensity is None):
+        raise ValueError("it holds positions without log densities, or log densities without positions")
+    if samples.logdensity is not None:
+        if np.ndim(samples.logdensity) != 2 or np.shape(samples.logdensity)[0] != num_chains:
+            raise ValueError(f"logdensity has shape {np.shape(samples.logdensity)}, not ({num_chains}, draws)")
+        leaves = jax.tree_util.tree_leaves(samples.positions)
+        if len({id(leaf) for leaf in leaves}) != len(leaves):
+            raise ValueError("its structure uses a position leaf twice")
+        for leaf in leaves:
+            if np.shape(leaf)[:2] != np.shape(samples.logdensity):
+                raise ValueError(f"a position leaf has shape {np.shape(leaf)}, not {np.shape(samples.logdensity)} "
+                                 "(chains, draws) first, as logdensity")
+    if samples.inverse_mass_matrix is not None and np.shape(samples.inverse_mass_matrix)[:1] != (num_chains,):
+        raise ValueError(f"inverse_mass_matrix has shape {np.shape(samples.inverse_mass_matrix)}, not "
+                         f"({num_chains}, dim)")
+    for name, value in (samples.observables or {}).items():
+        if np.shape(value.per_chain_mean)[:1] != (num_chains,):
+            raise ValueError(f"observable {name!r} has per-chain means of shape {np.shape(value.per_chain_mean)}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -121,7 +195,9 @@ class Samples:
         finished (``None`` if none was): ``samples.verdict.converged``,
         ``samples.verdict.problems`` (each with its next step),
         ``print(samples.verdict)``. :meth:`diagnostics` computes a fresh one, e.g.
-        with other thresholds: ``samples.diagnostics(rhat_threshold=1.01)``.
+        with other thresholds: ``samples.diagnostics(rhat_threshold=1.01)`` (the draws
+        do not hold the chains' starting points: whether they were overdispersed,
+        ``verdict.starts_overdispersed``, is carried over from this verdict).
     chains_start_at_target
         True when every chain started at a draw of the target (sequential Monte
         Carlo): the chains need not mix between modes, so R̂ is no criterion of
@@ -134,21 +210,29 @@ class Samples:
         ``log Z`` along the tempering path, or ``None``.
     observables
         ``{name: Observed}`` for the ``observables=`` of the run: ``.mean``, ``.mcse`` (the
-        Monte-Carlo standard error, batch means over chains and draws) and
+        Monte-Carlo standard error: batch means over chains and draws, or after SMC the spread of the
+        ``num_groups`` groups' means), ``.note`` (None, or why the error cannot be trusted) and
         ``.per_chain_mean`` ``(C, ...)``, accumulated on the device as the run went; or ``None``.
+        :meth:`expectation` gives the same kind of estimate for any function of the kept draws.
     particle_observables
         For chains started by sequential Monte Carlo (``sampler="smc"``): the same observables over the
         SMC run's final particles (before the chains move on): ``.mean``, ``.mcse`` from the independent
         particle groups (``.num_batches`` of them) and ``.per_chain_mean``, each particle's value; else
         ``None``.
+    num_groups
+        For chains started by sequential Monte Carlo (``sampler="smc"``): G, the independent particle groups of
+        the SMC run (chain i started at particle i, groups of N/G consecutive chains), which the Monte-Carlo
+        standard errors of :meth:`expectation` and the observables come from; else ``None``.
     numerics
         The numerics policy of the run, ``"reproducible"`` or ``"fast"``
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
         (a whole-run sampler) or the file predates the field.
 
-    :meth:`save` / :meth:`load` keep every field (format version 2; files of
-    version 1, and version-2 files written before ``numerics`` existed, still
-    load, with the defaults of the newer fields).
+    :meth:`save` / :meth:`load` keep every field (format version 3: a CRC32 of
+    every array and every shape in one header, verified on load; a damaged file
+    raises :class:`jaxprobe.CorruptFileError`). Files of versions 1 and 2 (before
+    checksums) still load, unverified beyond their shapes and chain counts, with
+    the defaults of the newer fields.
     """
 
     positions: ArrayTree
@@ -170,6 +254,7 @@ class Samples:
     numerics: str | None = None
     observables: dict[str, Observed] | None = None
     particle_observables: dict[str, Observed] | None = None
+    num_groups: int | None = None
 
     @property
     def num_chains(self) -> int:
@@ -204,10 +289,13 @@ class Samples:
         return np.concatenate(columns, axis=-1), tuple(names)
 
     def summary(self, max_coordinates: int | None = None) -> Summary:
-        """Mean, sd, MCSE, split R̂, bulk and tail ESS per coordinate (BlackJAX's diagnostics).
+        """Mean, sd, MCSE, split R̂, bulk and tail ESS per coordinate (BlackJAX's R̂ and ESS; the MCSE as
+        :meth:`expectation` estimates it).
 
         ``max_coordinates`` limits the work for very high-dimensional positions
-        (images): only the first K coordinates are summarized.
+        (images): only the first K coordinates are summarized. After sequential Monte Carlo R̂ is marked as no
+        criterion and the notes say what was checked (:meth:`smc_checks`); coordinates whose MCSE cannot be
+        trusted are named in the notes.
         """
         flat, names = self.flat_positions()
         if max_coordinates is not None:
@@ -216,18 +304,95 @@ class Samples:
             raise ValueError(f"summary needs at least 4 draws per chain, got {self.num_draws}")
         x = jnp.asarray(flat, jnp.float64 if flat.dtype == np.float64 else jnp.float32)
         per_coordinate = lambda fn: np.asarray(jax.vmap(fn, in_axes=2)(x))
-        mean = flat.mean(axis=(0, 1))
         sd = flat.reshape(-1, flat.shape[-1]).std(axis=0, ddof=1)
-        ess_bulk = per_coordinate(blackjax_diagnostics.ess_bulk)
+        finite = np.all(np.isfinite(flat), axis=(0, 1))
+        mcse = np.full(flat.shape[-1], np.nan)
+        notes = [] if self.smc_checks() is None else [self.smc_checks()]
+        if finite.any():
+            result = estimates.estimate(flat[..., finite], num_groups=self.num_groups)
+            mcse[finite] = result.mcse
+            if result.note is not None:
+                notes.append(f"mcse: {result.note}")
+        if not finite.all():
+            notes.append(f"{int((~finite).sum())} coordinate(s) hold NaN or inf: no mcse")
         return Summary(
             names=names,
-            mean=mean,
+            mean=flat.mean(axis=(0, 1)),
             sd=sd,
-            mcse_mean=sd / np.sqrt(ess_bulk),
+            mcse_mean=mcse,
             rhat=per_coordinate(blackjax_diagnostics.rhat),
-            ess_bulk=ess_bulk,
+            ess_bulk=per_coordinate(blackjax_diagnostics.ess_bulk),
             ess_tail=per_coordinate(blackjax_diagnostics.ess_tail),
+            rhat_is_criterion=not self.chains_start_at_target,
+            notes=tuple(notes),
         )
+
+    def smc_checks(self) -> str | None:
+        """For chains started by sequential Monte Carlo: what its verdict checked instead of R̂ (the tempering's
+        stages and the λ it reached, the chains' ESS, the independent groups behind the error bars); else None."""
+        if not self.chains_start_at_target and self.num_groups is None:  # no SMC start
+            return None
+        parts = []
+        path = (self.evidence_path or {}).get("inverse_temperature")
+        if path is not None and len(path):
+            parts.append(f"tempering reached λ = {float(path[-1]):.3g} in {len(path)} stages")
+        if self.verdict is not None and self.verdict.min_ess_bulk is not None:
+            parts.append(f"min bulk ESS {self.verdict.min_ess_bulk:.0f} (the sum of the chains' own)")
+        if self.num_groups is not None:
+            parts.append(f"Monte-Carlo errors from {self.num_groups} independent particle groups")
+        return ("after sequential Monte Carlo R-hat is not a criterion (the chains start at draws of the target "
+                "and need not mix between modes); checked: " + "; ".join(parts or ["the verdict's problems"]))
+
+    def expectation(self, fn: Callable[[Any], Any], *, method: str = "auto") -> Estimate:
+        """The expectation of ``fn`` over the kept draws, with its Monte-Carlo standard error.
+
+        Parameters
+        ----------
+        fn
+            A JAX function of ONE position (a pytree like ``positions`` without the chain and draw axes; for
+            ``generate`` / ``reconstruct`` / ``latent`` results, one x in data space, as stored) → a number or
+            a numeric array of fixed shape. Checked on one position first (a clear error naming ``fn`` if it
+            raises, returns something non-numeric or non-finite, or depends on how many positions it is
+            given), then mapped with ``jax.vmap`` over all draws in chunks of
+            :data:`jaxprobe.engine.estimates.CHUNK_DRAWS` (bounded memory).
+        method
+            How the MCSE is estimated (:mod:`jaxprobe.engine.estimates`): ``"auto"`` (default) is ``"ess"``,
+            ``sd/√ESS`` with the ESS of ``fn``'s own values (Geyer's initial monotone sequence on the split
+            chains, no rank normalization), for independent MCMC chains; and ``"smc_groups"`` for chains
+            started by sequential Monte Carlo (``sampler="smc"``): chain i started at particle i and the
+            particles form ``num_groups`` independent groups of consecutive particles, so the error is the
+            spread of the groups' means (chains of one group share ancestors and modes, and are not
+            independent). ``"batch_means"``: 32 batches over the chains, as the streamed observables.
+
+        Returns
+        -------
+        Estimate
+            (:class:`jaxprobe.engine.streaming.Observed`) ``.mean`` and ``.mcse`` of ``fn``'s output shape,
+            ``.per_chain_mean`` ``(C, ...)``, ``.method``, ``.ess``, ``.num_batches`` and ``.note``: None, or
+            why the error cannot be trusted (fewer than 8 groups or batches, an ESS below 100, a value that
+            never changed), in which case an :class:`jaxprobe.engine.estimates.MCSEWarning` is issued too.
+
+        Raises
+        ------
+        ValueError
+            If the run kept no draws (``keep_draws=False``: pass ``observables={"name": fn}`` to
+            ``sample`` / ``generate`` instead, which averages ``fn`` as the run goes), or ``fn`` fails as above.
+        """
+        if self.positions is None:
+            raise ValueError("expectation(fn) needs the draws, and this run kept none (keep_draws=False): pass "
+                             "observables={\"name\": fn} to the run instead (samples.observables[\"name\"] then has "
+                             ".mean and .mcse), or sample again with keep_draws=True")
+        if method not in estimates.METHODS:
+            raise ValueError(f"method must be one of {estimates.METHODS}, got {method!r}")
+        if method == "smc_groups" and self.num_groups is None:
+            raise ValueError("method='smc_groups' needs chains started by sequential Monte Carlo (sampler='smc'); "
+                             "these samples have no particle groups (num_groups is None)")
+        values = estimates.evaluate(fn, self.positions, name="fn")
+        groups = self.num_groups if method in ("auto", "smc_groups") else None
+        result = estimates.estimate(values, num_groups=groups, method=method)
+        if result.note is not None:
+            warnings.warn(f"expectation(fn): {result.note}", estimates.MCSEWarning, stacklevel=2)
+        return result
 
     def diagnostics(self, **options: Any) -> Verdict:
         """A fresh :class:`~jaxprobe.engine.verdict.Verdict` of these draws: :func:`~jaxprobe.engine.verdict.assess`
@@ -264,6 +429,7 @@ class Samples:
             "log_evidence_se": float_to_json(self.log_evidence_se),
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
+            "num_groups": None if self.num_groups is None else int(self.num_groups),
             "observables": {name: int(value.num_batches) for name, value in (self.observables or {}).items()},
             "particle_observables": {name: int(value.num_batches)
                                      for name, value in (self.particle_observables or {}).items()},
@@ -273,9 +439,9 @@ class Samples:
                      "num_gradient_evaluations"):
             if getattr(self, name) is not None:
                 arrays[name] = np.asarray(getattr(self, name))
-        for prefix, estimates in (("observable", self.observables), ("particle_observable",
-                                                                      self.particle_observables)):
-            for i, value in enumerate((estimates or {}).values()):
+        for prefix, observed in (("observable", self.observables), ("particle_observable",
+                                                                     self.particle_observables)):
+            for i, value in enumerate((observed or {}).values()):
                 for field in ("mean", "mcse", "per_chain_mean"):
                     arrays[f"{prefix}_{i}.{field}"] = np.asarray(getattr(value, field))
         if self.inverse_mass_matrix is not None:
@@ -284,14 +450,17 @@ class Samples:
             if not isinstance(key, str):
                 raise TypeError(f"Samples.save: evidence_path keys must be strings, got {key!r}")
             arrays[f"evidence_path_{i}"] = np.asarray(self.evidence_path[key])
-        arrays["header"] = np.asarray(json.dumps(header))
-        atomic_write(path, lambda stream: np.savez(stream, **arrays))
+        write_checked_npz(path, arrays, header)  # atomic; a CRC32 per array, the shapes in the header
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Samples":
-        """Read a file written by :meth:`save`, format version 2 or 1 (``allow_pickle=False``: data, never code)."""
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            header = json.loads(str(data["header"]))
+        """Read a file written by :meth:`save` (``allow_pickle=False``: data, never code), verified: every
+        array's CRC32 and shape against the header, the header's own CRC32, the structure's leaf indices, and one
+        chain count (and draw count) across the fields. A file that does not verify raises
+        :class:`jaxprobe.CorruptFileError` (a ``ValueError``) naming it; nothing is returned from it. Files of
+        format versions 1 and 2 carry no checksums: they load unverified beyond the shapes and counts."""
+        path = os.fspath(path)
+        with _verified(path) as (header, data):
             if header.get("format_version") not in _READABLE_VERSIONS:
                 raise ValueError(f"{path}: unsupported jaxprobe samples format {header.get('format_version')!r}")
             count = sum(1 for key in data.files if key.startswith("position_"))
@@ -303,7 +472,7 @@ class Samples:
                                 num_batches)
                  for i, (name, num_batches) in enumerate(header.get(key, {}).items())} or None
                 for prefix, key in (("observable", "observables"), ("particle_observable", "particle_observables")))
-            return cls(
+            samples = cls(
                 positions=None if header["structure"] is None else _decode_structure(header["structure"], leaves),
                 logdensity=data["logdensity"] if "logdensity" in data.files else None,
                 acceptance_rate=data["acceptance_rate"],
@@ -322,9 +491,12 @@ class Samples:
                 evidence_path=None if path_keys is None else {
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
                 numerics=header.get("numerics"),
+                num_groups=header.get("num_groups"),
                 observables=observables,
                 particle_observables=particle_observables,
             )
+            _check_consistent(samples)
+        return samples
 
     def to_arviz(self):
         """An ``arviz.InferenceData`` (needs the optional ``arviz`` package)."""

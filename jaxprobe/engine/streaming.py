@@ -35,7 +35,7 @@ from jaxprobe.engine import diagnostics
 from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
-           "DrawStats", "ObservableSums", "Observed", "Statistics", "RankStatistics", "subset_plan", "init_stats",
+           "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
            "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed", "particle_observed"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
@@ -119,19 +119,80 @@ class ObservableSums(NamedTuple):
     counts: Array
 
 
-class Observed(NamedTuple):
-    """An observable's estimate over all chains and kept draws (arrays of the observable's shape).
+#: Fewest batches or independent SMC groups behind a standard error that jaxprobe trusts. The error is
+#: estimated from that many means, so ``(mean − truth)/mcse`` is t-distributed with ``num_batches − 1`` degrees
+#: of freedom: ±1.96·mcse covers 90.9% at 8 (7 dof), the lower edge of the calibration target of 90–98%
+#: (``benchmarks/results/calibration.md``), 85% at 4 and 70% at 2.
+MIN_BATCHES = 8
+#: Fewest effective draws behind an ESS-based standard error that jaxprobe trusts: the ESS is itself estimated
+#: (Geyer's sequence truncates noisy autocorrelations), and below about 100 it can be off by tens of percent
+#: (Vehtari et al. 2021 ask for 100 per chain before trusting R̂ and the MCSE).
+MIN_ESS = 100
 
-    ``mean``; ``mcse``, its Monte-Carlo standard error by batch means (the chains' batch means are
-    independent once each batch is longer than the autocorrelation time; with at least
-    :data:`NUM_BATCHES` chains each batch is a whole chain); ``per_chain_mean`` ``(C, *shape)``;
-    ``num_batches``, the batch means behind ``mcse`` (fewer than about 10 make it unreliable).
+
+class Observed(NamedTuple):
+    """A Monte-Carlo estimate: a value and its standard error (arrays of the estimated quantity's shape).
+
+    ``mean``; ``mcse``, its Monte-Carlo standard error; ``per_chain_mean`` ``(C, *shape)`` (for SMC particles:
+    each particle's value); ``num_batches``, the independent means behind ``mcse`` (chains' batches, SMC groups
+    or chains; fewer than :data:`MIN_BATCHES` make it unreliable). ``method`` says how ``mcse`` was estimated:
+    ``"batch_means"`` (the chains' batch means are independent once each batch is longer than the
+    autocorrelation time; with at least :data:`NUM_BATCHES` chains each batch is a whole chain), ``"ess"``
+    (``sd/√ESS``, the ESS of the values themselves, :func:`jaxprobe.engine.estimates.estimate`),
+    ``"smc_groups"`` (the spread of the means of independent SMC particle groups, or of the chains that
+    continue them). ``ess``: the effective draws behind an ``"ess"`` estimate (``mean``'s shape), else None.
+    ``note``: None when the error can be trusted, else why not (too few batches, groups or effective draws,
+    values that never changed); such an estimate is reported with its note, never as a plain small error.
+    ``str(estimate)`` reads ``0.697 ± 0.012``. ``Estimate`` (:mod:`jaxprobe.engine.estimates`) is the same type.
     """
 
     mean: np.ndarray
     mcse: np.ndarray
     per_chain_mean: np.ndarray
     num_batches: int
+    method: str = "batch_means"
+    ess: np.ndarray | None = None
+    note: str | None = None
+
+    @property
+    def reliable(self) -> bool:
+        """Whether ``mcse`` can be trusted (``note`` is None)."""
+        return self.note is None
+
+    def __str__(self) -> str:
+        mean, mcse = np.asarray(self.mean, np.float64), np.asarray(self.mcse, np.float64)
+        form = lambda v: format(float(v), ".4g")  # noqa: E731
+        text = (f"{form(mean)} ± {form(mcse)}" if mean.ndim == 0 else
+                "[" + ", ".join(f"{form(m)} ± {form(e)}" for m, e in zip(mean.reshape(-1)[:8], mcse.reshape(-1)[:8]))
+                + (", ...]" if mean.size > 8 else "]"))
+        return text + ("" if self.note is None else f" (unreliable: {self.note})")
+
+
+def few_batches_note(num_batches: int, what: str) -> str | None:
+    """The note of an error estimated from ``num_batches`` independent means (``what``: e.g. "SMC groups"),
+    or None when there are at least :data:`MIN_BATCHES`."""
+    if num_batches >= MIN_BATCHES:
+        return None
+    return (f"the error comes from {num_batches} {what}, fewer than {MIN_BATCHES}: it is itself too uncertain "
+            f"(a t statistic with {max(num_batches - 1, 0)} degrees of freedom)" if num_batches > 1 else
+            f"only {num_batches} {what}: no error can be estimated")
+
+
+def combine_notes(*notes: str | None) -> str | None:
+    """The notes that are not None, joined with "; " (None when there are none)."""
+    kept = [note for note in notes if note]
+    return "; ".join(kept) if kept else None
+
+
+def zero_error_note(mcse: Any) -> str | None:
+    """A note when some element's error is exactly 0 (every batch, group or draw gave the same value: a
+    share of 0 or 1, a value that never changed): 0 then says only that no draw showed otherwise."""
+    zero = np.asarray(mcse) == 0
+    if not zero.any():
+        return None
+    where = "" if zero.ndim == 0 else f" ({int(zero.sum())} of {zero.size} values)"
+    return (f"error 0{where}: every draw gave the same value, so the error cannot be estimated (a rare event "
+            "that no draw showed has an error the draws cannot tell)")
 
 
 def init_stats(monitor: Monitor, dtype: Any) -> tuple[DrawStats, dict[str, ObservableSums]]:
@@ -320,28 +381,40 @@ def particle_observed(values: Any, num_groups: int) -> Observed:
     """An observable over the N equally weighted particles of a tempered SMC run, ``values`` ``(N, *shape)``,
     whose ``num_groups`` = G groups of N/G consecutive particles are independent SMC systems
     (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` over all particles, ``mcse`` the standard deviation
-    (ddof 1) of the G group means over √G (NaN for G = 1; a t statistic with G − 1 degrees of freedom),
-    ``per_chain_mean`` the particles' own values and ``num_batches`` G."""
+    (ddof 1) of the G group means over √G (NaN for G = 1; a t statistic with G − 1 degrees of freedom; a
+    ``note`` below :data:`MIN_BATCHES` groups), ``per_chain_mean`` the particles' own values and
+    ``num_batches`` G."""
     values = np.asarray(values, np.float64)
     groups = values.reshape((num_groups, -1) + values.shape[1:]).mean(axis=1)
     mean = values.mean(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mcse = groups.std(axis=0, ddof=1) / np.sqrt(num_groups) if num_groups > 1 else np.full(mean.shape, np.nan)
-    return Observed(mean, mcse, values, int(num_groups))
+    return Observed(mean, mcse, values, int(num_groups), "smc_groups", None,
+                    combine_notes(few_batches_note(int(num_groups), "independent SMC particle groups"),
+                                  zero_error_note(mcse)))
 
 
-def observed(sums: ObservableSums) -> Observed:
-    """An observable's mean, batch-means standard error and per-chain means (host NumPy, float64)."""
+def observed(sums: ObservableSums, num_groups: int | None = None) -> Observed:
+    """An observable's mean, Monte-Carlo standard error and per-chain means (host NumPy, float64).
+
+    ``num_groups`` None: chains that are independent, the error by batch means over chains and batches.
+    ``num_groups`` G: chains that continue the particles of an SMC run with G independent groups (chain i
+    started at particle i, so the chains of one group are one independent system, not independent of each
+    other): the error from the spread of the G groups' means, as :func:`particle_observed`."""
     batch_sums = np.asarray(sums.sums, np.float64)  # (B, C, *shape)
     counts = np.asarray(sums.counts, np.float64)
     shape = (-1,) + (1,) * (batch_sums.ndim - 1)
     total = counts.sum()
     per_chain_mean = batch_sums.sum(axis=0) / total
     mean = per_chain_mean.mean(axis=0)
+    if num_groups is not None:
+        grouped = particle_observed(per_chain_mean, num_groups)
+        return grouped._replace(per_chain_mean=per_chain_mean)
     filled = counts > 0
     batch_means = batch_sums[filled] / counts[filled].reshape(shape)
     flat = batch_means.reshape((-1,) + batch_means.shape[2:])
     num_batches = flat.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         mcse = flat.std(axis=0, ddof=1) / np.sqrt(num_batches) if num_batches > 1 else np.full(mean.shape, np.nan)
-    return Observed(mean, mcse, per_chain_mean, num_batches)
+    return Observed(mean, mcse, per_chain_mean, num_batches, "batch_means", None,
+                    combine_notes(few_batches_note(num_batches, "batch means"), zero_error_note(mcse)))

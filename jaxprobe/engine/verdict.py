@@ -52,6 +52,13 @@ Non-finite draws
     Any kept draw with a NaN or infinite coordinate or log density.
 Drift
     Chains running away without bound, as on an improper target (see "Drift").
+Starting points
+    R̂ compares chains with each other, so it can only see a mode that some chain visited: chains that
+    all start in one small region may agree perfectly while a mode none of them found is missing (see
+    "Starting points").
+An unfinished tempering path
+    Chains started by sequential Monte Carlo whose path stopped before λ = 1 (``max_stages``) start at
+    draws of an intermediate distribution, not of the target.
 
 Coordinates with the same value in every draw of every chain (fixed pixels, a
 flat log density) carry no information and are left out of R̂ and ESS.
@@ -113,11 +120,54 @@ of the run (autocorrelation time above about N) can pass it; the message then sa
 that the steps may be far too small. A target that is improper in one direction
 but informative in others, sampled with a fixed step size, keeps a varying log
 density and a constant spread and is not reported as drifting (its R̂ is).
+
+Starting points
+---------------
+R̂ can vouch only for modes some chain visited. Gelman and Rubin's argument needs starting points
+*overdispersed* relative to the target: then chains that converged from everywhere and agree have
+forgotten where they started. Chains that all start in one small region agree just as well when every
+one of them fell into the same mode: MALA on two equal modes at ±4 in 2-D, 64 chains started in one mode,
+put every draw there with R̂ < 1.1. So the verdict compares, per coordinate, the spread of the C starting
+points with the draws': a window as wide as the starts' range (``max − min``), placed where it holds the
+most draws, holds what share of the diagnostic subset's draws (``start_coverage``)? The starts are
+*not overdispersed* when
+
+* every chain starts at the same value of a coordinate that varies in the draws (checked in every
+  coordinate: a range of width 0 holds no mass of a continuous target), or
+* in one of the coordinates the rank-normalized statistics check (all of them up to
+  ``max_coordinates``), the share is below ``start_coverage_threshold``: the smaller of
+  :data:`STARTS_COVERAGE_FLOOR` (starts whose spread holds less than half of the draws span clearly
+  less than the target, however many chains there are) and the count that C starts drawn from the target
+  itself give with probability :data:`STARTS_FALSE_ALARM` / D (D the coordinates tested: the share of the
+  target inside the range of C of its draws is Beta(C − 1, 2) distributed whatever the target, the count of
+  n independent draws inside it Beta-binomial, and the best-placed window of the same width holds at least
+  as much; so starts drawn from the target are flagged in at most 1 % of runs, and wider starts, as the
+  prior's draws usually are, far less), or
+* there is one chain (one point holds no draw: one chain cannot show that its start was overdispersed).
+
+The check is of spread, not of place: starts wider than the target but off to one side of it pass
+(Gelman and Rubin ask for overdispersion; on a unimodal target such starts are harmless), and a start
+spread widely along a line that misses a mode is not caught. It does not apply when the chains start at
+draws of the target (sequential Monte Carlo), and is not made where the starts are unknown (:func:`assess`
+of draws made elsewhere: ``starts_overdispersed`` None, and a note says so); a drifting run reports its
+drift instead. The problem says that R̂ cannot vouch for modes no chain visited and names the remedies:
+start from draws of a distribution wider than the target (the prior's, as :class:`jaxprobe.Question` and
+``generate`` make), or ``sampler="smc"``.
+
+Sequential Monte Carlo
+----------------------
+After SMC (``sampler="smc"``) the chains start at the particles of a tempered path from the reference
+(λ = 0) to the target (λ = 1). Each stage moves λ as far as ``target_ess`` allows, and the path stops after
+``max_stages`` stages (``sampler_options``) wherever λ is; it is never forced to 1. A path that stopped
+before λ = 1 leaves particles that are draws of the target tempered by λ, with its proportions of the
+modes: the verdict names the λ reached, ``max_stages`` and the remedy first, and R̂'s message points back
+at it (a run that is SMC already is never told to use ``sampler="smc"``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -144,6 +194,7 @@ __all__ = [
     "check_policy",
     "default_thresholds",
     "report",
+    "start_coverage_threshold",
 ]
 
 POLICIES = ("warn", "error", "ignore")
@@ -155,6 +206,11 @@ ESS_PER_CHAIN = 100
 ESS_CHAINS_CAP = 4
 MAX_NONFINITE_FRACTION = 0.01
 RUNAWAY_BOUND = 1e6
+#: The most often starting points drawn from the target itself are called not overdispersed (per run).
+STARTS_FALSE_ALARM = 0.01
+#: Starting points whose spread holds less than this share of the draws (in some coordinate) are never
+#: overdispersed.
+STARTS_COVERAGE_FLOOR = 0.5
 
 
 class ConvergenceWarning(UserWarning):
@@ -173,7 +229,8 @@ class ConvergenceError(RuntimeError):
 
 
 _FLOAT_FIELDS = ("max_rhat", "rhat_threshold", "min_ess_bulk", "min_ess_threshold", "nonfinite_fraction",
-                 "max_abs_position", "min_ess_tail", "max_split_rhat", "nested_rhat")
+                 "max_abs_position", "min_ess_tail", "max_split_rhat", "nested_rhat", "start_coverage",
+                 "start_coverage_threshold", "tempering_lambda")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +277,18 @@ class Verdict:
         chains in the subset, grouped into superchains (see the module docs); reported, not a criterion.
     notes
         What was not checked and why (not problems).
+    starts_overdispersed
+        Whether the chains' starting points spread over the draws' distribution in every coordinate (see
+        "Starting points" in the module docs; False is a problem: R̂ cannot vouch for modes no chain
+        visited); None where it does not apply or the starts are unknown.
+    start_coverage, start_coverage_threshold, worst_start_coordinate
+        The smallest share of the draws that a window as wide as the starting points' range holds (placed
+        where it holds the most), over the coordinates; the share below which the starts are not
+        overdispersed (1 where no share will do: one chain, or every chain at one value of a coordinate);
+        the coordinate of the smallest share.
+    tempering_finished, tempering_lambda
+        For chains started by sequential Monte Carlo: whether its tempering path reached λ = 1 and the λ it
+        reached (None otherwise); an unfinished path is a problem.
     """
 
     converged: bool
@@ -244,6 +313,12 @@ class Verdict:
     min_ess_tail: float | None = None
     max_split_rhat: float | None = None
     nested_rhat: float | None = None
+    starts_overdispersed: bool | None = None
+    start_coverage: float | None = None
+    start_coverage_threshold: float | None = None
+    worst_start_coordinate: str | None = None
+    tempering_finished: bool | None = None
+    tempering_lambda: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (non-finite floats as ``"nan"`` / ``"inf"`` strings); :meth:`from_dict` inverts it."""
@@ -301,6 +376,79 @@ def default_thresholds(num_chains: int, min_ess: float | None = None) -> tuple[f
         min_ess = float(ESS_PER_CHAIN * min(max(int(num_chains), 1), ESS_CHAINS_CAP))
     implied = math.sqrt(1.0 + 2.0 * num_chains / min_ess) if min_ess > 0 else math.inf
     return float(min(max(implied, MIN_RHAT_THRESHOLD), MAX_RHAT_THRESHOLD)), float(min_ess)
+
+
+def start_coverage_threshold(num_chains: int, num_coordinates: int, num_values: int) -> float:
+    """The share of ``num_values`` draws that the spread of ``num_chains`` starting points must hold in each
+    of ``num_coordinates`` coordinates (see "Starting points" in the module docs): below it, a count that C
+    starts drawn from the target itself and independent draws give with probability at most
+    :data:`STARTS_FALSE_ALARM` / D (the Beta-binomial(n, C − 1, 2) distribution of the count inside their
+    range), and at most :data:`STARTS_COVERAGE_FLOOR`; 1 for one chain (whose range, one point, holds no
+    draw of a continuous target: never overdispersed)."""
+    num_chains = check_int(num_chains, "num_chains", minimum=1)
+    num_coordinates = check_int(num_coordinates, "num_coordinates", minimum=1)
+    num_values = check_int(num_values, "num_values", minimum=1)
+    if num_chains == 1:
+        return 1.0
+    return min(_smallest_usual_count(num_chains, num_coordinates, num_values) / num_values, STARTS_COVERAGE_FLOOR)
+
+
+@functools.lru_cache(maxsize=64)
+def _smallest_usual_count(num_chains: int, num_coordinates: int, num_values: int) -> int:
+    """The smallest count k of n draws inside the range of C starts with P(K <= k) > alarm / D, for starts and
+    draws independent of one distribution: K ~ Beta-binomial(n, C − 1, 2) (the share of the target between
+    the smallest and the largest of C draws is Beta(C − 1, 2))."""
+    a, n = num_chains - 1.0, num_values
+    lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+    k = np.arange(n + 1, dtype=np.float64)
+    log_pmf = (math.lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1) + lgamma(k + a) + lgamma(n - k + 2)
+               - math.lgamma(n + a + 2) + math.log(a) + math.log(a + 1))  # + log(1 / B(a, 2)) = log(a (a + 1))
+    cdf = np.cumsum(np.exp(log_pmf))
+    return int(np.searchsorted(cdf, STARTS_FALSE_ALARM / num_coordinates, side="right"))
+
+
+def start_range(starts: Any, xp: Any = np) -> Any:
+    """The smallest and largest starting point per coordinate, ``(2, D)``, of flat starts ``(C, D)``: what the
+    verdict needs of them (``xp``: ``numpy``, or ``jax.numpy`` inside a compiled program)."""
+    return xp.stack([xp.min(starts, axis=0), xp.max(starts, axis=0)])
+
+
+class StartsCheck(NamedTuple):
+    """How far the chains' starting points spread over the draws (see "Starting points" in the module docs)."""
+
+    coverage: float  # the share of the draws a window as wide as the starts' range holds in ``coordinate``
+    threshold: float  # the share they must hold (1: none will do: one chain, or chains that start at one value)
+    coordinate: str | None  # the coordinate of the smallest share (first, one where every start is the same)
+    overdispersed: bool
+
+    @classmethod
+    def of_verdict(cls, verdict: "Verdict | None") -> "StartsCheck | None":
+        """The check a finished run's verdict recorded (None where it made none)."""
+        if verdict is None or verdict.starts_overdispersed is None or verdict.start_coverage is None:
+            return None
+        return cls(float(verdict.start_coverage), float(verdict.start_coverage_threshold),
+                   verdict.worst_start_coordinate, bool(verdict.starts_overdispersed))
+
+
+class Tempering(NamedTuple):
+    """The tempering path of the sequential Monte Carlo run the chains started from (see "Sequential Monte
+    Carlo" in the module docs): the λ it reached and its number of stages."""
+
+    reached: float
+    num_stages: int
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.reached >= 1.0)
+
+    @classmethod
+    def of_path(cls, inverse_temperature: Any) -> "Tempering | None":
+        """From λ after each stage, ``(num_stages,)`` (``Samples.evidence_path["inverse_temperature"]``); None
+        for an empty or missing path. An unfinished path ran all of its ``max_stages`` stages."""
+        if inverse_temperature is None:
+            return None
+        path = np.asarray(inverse_temperature, np.float64).reshape(-1)
+        return cls(float(path[-1]), int(path.size)) if path.size else None
 
 
 def check_policy(policy: Any) -> str:
@@ -387,6 +535,9 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
     The statistics a run folds in as it goes (:mod:`jaxprobe.engine.streaming`), computed at once from the
     draws of ``samples`` on the host (:func:`~jaxprobe.engine.streaming.stats_of_draws`), then judged as a
     run's verdict is: ``Samples.diagnostics()`` recomputes a verdict this way, e.g. with other thresholds.
+    The draws do not hold the chains' starting points: how far they spread is taken from the run's verdict
+    (``samples.verdict``; not checked without one), and the tempering path of a run started by sequential
+    Monte Carlo from ``samples.evidence_path``.
 
     Parameters
     ----------
@@ -424,11 +575,13 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
     monitor = streaming.Monitor(num_chains, names.dim, num_draws, max_coordinates=int(max_coordinates))
     start_at_target = bool(getattr(samples, "chains_start_at_target", False))
     statistics = streaming.finalize(streaming.stats_of_draws(flat, logdensity, monitor), monitor, xp=np)
+    path = (getattr(samples, "evidence_path", None) or {}).get("inverse_temperature")
     return verdict_from_statistics(
         statistics, monitor, names, acceptance_rate=samples.acceptance_rate,
         num_divergent=samples.num_divergent, num_nonfinite=samples.num_nonfinite,
         thin=int(getattr(samples, "thin", 1) or 1), chains_start_at_target=start_at_target,
-        rhat_threshold=rhat_threshold, min_ess=min_ess)
+        rhat_threshold=rhat_threshold, min_ess=min_ess, tempering=Tempering.of_path(path),
+        starts=StartsCheck.of_verdict(getattr(samples, "verdict", None)))
 
 
 class _Mixing(NamedTuple):
@@ -447,9 +600,17 @@ class _Mixing(NamedTuple):
 def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "streaming.Monitor",
                             names: CoordinateNames, *, acceptance_rate: Any, num_divergent: Any, num_nonfinite: Any,
                             thin: int, chains_start_at_target: bool, rhat_threshold: float | None = None,
-                            min_ess: float | None = None) -> Verdict:
+                            min_ess: float | None = None, tempering: Tempering | None = None,
+                            start_range: Any = None, starts: StartsCheck | None = None) -> Verdict:
     """Phrase the device's numbers (:func:`jaxprobe.engine.streaming.finalize`, as NumPy) as a :class:`Verdict`:
-    thresholds, problems with their next steps, notes. Host work on ``O(D)`` numbers only."""
+    thresholds, problems with their next steps, notes. Host work on ``O(D)`` numbers only.
+
+    ``tempering``: the path of the sequential Monte Carlo run the chains started from (None: no SMC).
+    ``start_range``: the smallest and largest starting point per flat coordinate, ``(2, D)``
+    (:func:`start_range`), to judge how far the starts spread (see "Starting points" in the module docs);
+    ``starts``: that judgement when it was made before (:func:`assess` takes it from the run's verdict).
+    With neither (or after SMC) it is not made.
+    """
     _check_thresholds(rhat_threshold, min_ess, 1)
     num_chains, num_draws = monitor.num_chains, monitor.num_draws
     default_rhat, min_ess = default_thresholds(num_chains, None if min_ess is None else float(min_ess))
@@ -471,12 +632,18 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
     mixing = _mixing(statistics, monitor, names, chains_start_at_target, notes)
     drifting = bool(runaway or mixing.diffusing.any())
     checks_rhat = monitor.plan()[2] >= MIN_DRAWS_FOR_RHAT and not chains_start_at_target
+    if starts is None and start_range is not None and not chains_start_at_target and tempering is None:
+        starts = _starts_check(statistics, names, monitor, start_range)
+    if starts is None and not chains_start_at_target and tempering is None:
+        notes.append("the chains' starting points are unknown: whether they spread over the target (what R-hat "
+                     "needs to vouch for modes no chain visited) was not checked")
     problems = _problems(
         counts, num_chains=num_chains, nonfinite_fraction=nonfinite_fraction, runaway=runaway, max_abs=max_abs,
         runaway_name=names(int(np.argmax(late))) if runaway else "", drifting=drifting,
         drift_name=names(int(coordinates[int(np.argmax(mixing.diffusing))])) if mixing.diffusing.any() else "",
         flat=streaming._is_flat(np.asarray(statistics.logdensity_range, np.float64)), mixing=mixing,
-        checks_rhat=checks_rhat, rhat_threshold=rhat_threshold, min_ess=min_ess)
+        checks_rhat=checks_rhat, rhat_threshold=rhat_threshold, min_ess=min_ess, tempering=tempering,
+        starts=starts)
     return Verdict(
         converged=not problems, problems=tuple(problems), max_rhat=mixing.max_rhat, rhat_threshold=rhat_threshold,
         min_ess_bulk=mixing.min_ess_bulk, min_ess_threshold=min_ess, num_frozen_chains=counts["num_frozen"],
@@ -485,7 +652,49 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
         nonfinite_fraction=float(nonfinite_fraction), num_coordinates_checked=unique - 1,
         worst_rhat_coordinate=mixing.worst_rhat, worst_ess_coordinate=mixing.worst_ess,
         max_abs_position=float(max_abs), notes=tuple(notes), min_ess_tail=mixing.min_ess_tail,
-        max_split_rhat=mixing.max_split_rhat, nested_rhat=mixing.max_nested_rhat)
+        max_split_rhat=mixing.max_split_rhat, nested_rhat=mixing.max_nested_rhat,
+        starts_overdispersed=None if starts is None else starts.overdispersed,
+        start_coverage=None if starts is None else starts.coverage,
+        start_coverage_threshold=None if starts is None else starts.threshold,
+        worst_start_coordinate=None if starts is None else starts.coordinate,
+        tempering_finished=None if tempering is None else tempering.finished,
+        tempering_lambda=None if tempering is None else tempering.reached)
+
+
+def _starts_check(statistics: "streaming.Statistics", names: CoordinateNames, monitor: "streaming.Monitor",
+                  bounds: Any) -> StartsCheck | None:
+    """How far the starts spread (``bounds``: :func:`start_range`, ``(2, D)``) against the draws of the diagnostic
+    subset (see "Starting points" in the module docs); None where nothing varies or no draw was kept."""
+    bounds = np.asarray(bounds, np.float64).reshape(2, -1)
+    varying = ~np.asarray(statistics.constant, bool)[:bounds.shape[1]]
+    chains, _, num_subset = monitor.plan()
+    num_values = len(chains) * num_subset
+    if not varying.any() or num_values == 0:
+        return None
+    identical = varying & (bounds[0] == bounds[1])  # every chain starts at one value: no mass of the target
+    if identical.any() or monitor.num_chains == 1:
+        worst = int(np.argmax(identical))
+        return StartsCheck(0.0, 1.0, names(worst), False)
+    checked = [int(j) for j in dict.fromkeys(np.asarray(statistics.coordinates).tolist()) if j < bounds.shape[1]
+               and varying[j]]
+    if not checked:
+        return None
+    subset = np.asarray(statistics.subset, np.float64)
+    position = {int(j): m for m, j in enumerate(np.asarray(statistics.coordinates).tolist())}
+    counts = [_most_in_a_window(subset[:, :, position[j]], bounds[1, j] - bounds[0, j]) for j in checked]
+    threshold = start_coverage_threshold(monitor.num_chains, len(checked), num_values)
+    worst = int(np.argmin(counts))
+    return StartsCheck(counts[worst] / num_values, threshold, names(checked[worst]),
+                       counts[worst] >= round(threshold * num_values))
+
+
+def _most_in_a_window(values: np.ndarray, width: float) -> int:
+    """The most of ``values`` (non-finite ones never count) that one closed interval of ``width`` holds."""
+    values = np.sort(values[np.isfinite(values)].reshape(-1))
+    if values.size == 0:
+        return 0
+    ends = np.searchsorted(values, values + width, side="right")
+    return int(np.max(ends - np.arange(values.size)))
 
 
 def _mixing(statistics: "streaming.Statistics", monitor: "streaming.Monitor", names: CoordinateNames,
@@ -543,9 +752,13 @@ def _mixing(statistics: "streaming.Statistics", monitor: "streaming.Monitor", na
 
 def _problems(counts: dict[str, int], *, num_chains: int, nonfinite_fraction: float, runaway: bool, max_abs: float,
               runaway_name: str, drifting: bool, drift_name: str, flat: bool, mixing: _Mixing, checks_rhat: bool,
-              rhat_threshold: float, min_ess: float) -> list[str]:
+              rhat_threshold: float, min_ess: float, tempering: Tempering | None = None,
+              starts: StartsCheck | None = None) -> list[str]:
     """The verdict's problems, each with its cause and the next step, in the order a user should fix them."""
     problems = []
+    unfinished = tempering is not None and not tempering.finished
+    if unfinished:
+        problems.append(_tempering_problem(tempering))
     if counts["num_bad_draws"]:
         problems.append(f"{counts['num_bad_draws']} kept draw(s) hold NaN or inf (position or log density): the "
                         "log density or the model overflows where the chains go: check it there, or bound the "
@@ -575,6 +788,10 @@ def _problems(counts: dict[str, int], *, num_chains: int, nonfinite_fraction: fl
     if checks_rhat and mixing.max_rhat is not None and not mixing.max_rhat <= rhat_threshold:
         if drifting:
             cause = "the drift above makes the chains disagree: fix that first"
+        elif unfinished:
+            cause = ("they continue the particles of the unfinished tempering path above, which hold the "
+                     "modes in the proportions of an intermediate distribution, not the target's: finish the "
+                     "path first")
         else:
             cause = ("chains stuck in different modes or not yet mixed: use sampler='smc' for multimodal "
                      "targets, or increase num_warmup and num_samples")
@@ -586,4 +803,33 @@ def _problems(counts: dict[str, int], *, num_chains: int, nonfinite_fraction: fl
         problems.append(f"min bulk ESS {mixing.min_ess_bulk:.0f} < {min_ess:.0f} ({mixing.worst_ess}): too few "
                         "effective draws: increase num_samples (or the number of chains), or use a sampler that "
                         "mixes faster (nuts, chees)")
+    if starts is not None and not starts.overdispersed and not drifting:
+        problems.append(_starts_problem(starts, num_chains))
     return problems
+
+
+def _tempering_problem(tempering: Tempering) -> str:
+    """An SMC path that stopped before λ = 1, named with its λ, ``max_stages`` and the remedy."""
+    return (f"sequential Monte Carlo stopped at λ = {tempering.reached:.3g} < 1 after max_stages="
+            f"{tempering.num_stages} stage(s): the tempering path from the reference to the target is "
+            "unfinished, so the chains start at draws of an intermediate distribution (the target tempered by "
+            "λ), not of the target, and keep its proportions of the modes: raise sampler_options['max_stages'] "
+            "(or lower sampler_options['target_ess'], which makes each stage's step in λ larger)")
+
+
+def _starts_problem(starts: StartsCheck, num_chains: int) -> str:
+    """Starting points that do not spread over the draws: what R̂ cannot see, and the remedies."""
+    remedies = ("start the chains from draws of a distribution wider than the target (the prior's draws, as "
+                "jaxprobe.generate and Question.initial_positions make), or use sampler='smc', whose particles "
+                "find the modes and their weights")
+    if num_chains == 1:
+        return ("one chain cannot show that its start was overdispersed: R-hat compares only the chain's two "
+                "halves, so it cannot vouch for modes the chain never visited: run several chains, " + remedies)
+    if starts.threshold >= 1.0:  # every chain at one value of a coordinate: no share of the draws to quote
+        return (f"the chains' starting points are not overdispersed: every chain starts at the same value of "
+                f"{starts.coordinate}: R-hat compares chains that all started at one point, so it cannot vouch "
+                f"for modes no chain visited: {remedies}")
+    return (f"the chains' starting points are not overdispersed: in {starts.coordinate} they spread over a range "
+            f"that can hold at most {starts.coverage:.1%} of the draws (at least {starts.threshold:.1%} expected: "
+            f"{num_chains} starts drawn from the target itself hold less in at most 1 run of 100): R-hat compares "
+            f"chains that all started in one region, so it cannot vouch for modes no chain visited: {remedies}")

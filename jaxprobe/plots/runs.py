@@ -24,7 +24,9 @@ def _pyplot():
 def plot_sweep(path: str, rows: list[dict[str, Any]], x_axis: str, y: str = "probe_mean",
                group_by: str | None = None) -> None:
     """``y`` (a table column, default the mean probe value) against the numeric axis ``x_axis``, one line
-    per value of ``group_by``; failed cells are left out. Written atomically as PNG."""
+    per value of ``group_by``; failed cells are left out. Where the table has ``y``'s Monte-Carlo standard error
+    (``probe_mean`` → ``probe_mcse``; any column ``c`` → ``c_mcse``), error bars of ±1.96 MCSE (95%) are drawn.
+    Written atomically as PNG."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(5, 3.5))
     # Unconverged cells have values too: drawn, as hollow markers (their answers are not to be trusted).
@@ -38,6 +40,11 @@ def plot_sweep(path: str, rows: list[dict[str, Any]], x_axis: str, y: str = "pro
             marked = [r for r in members if r["status"] == status]
             axis.plot([r[x_axis] for r in marked], [r[y] for r in marked], "o", color=line.get_color(),
                       markerfacecolor=fill)
+        error = "probe_mcse" if y == "probe_mean" else f"{y}_mcse"
+        shown = [r for r in members if isinstance(r.get(error), (int, float)) and r[error] == r[error]]
+        if shown:  # the 95% intervals of the estimates (cells without an error estimate have none)
+            axis.errorbar([r[x_axis] for r in shown], [r[y] for r in shown],
+                          yerr=[1.96 * r[error] for r in shown], fmt="none", ecolor=line.get_color(), capsize=2)
     axis.set_xlabel(x_axis)
     axis.set_ylabel(y)
     if ok and all(r[x_axis] > 0 for r in ok):

@@ -32,7 +32,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import check_int, check_number
-from jaxprobe._io import atomic_write
+from jaxprobe._io import CorruptFileError, CorruptFileWarning, atomic_write, json_checksum_ok, json_with_checksum
 from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
@@ -44,11 +44,11 @@ from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine import streaming
 from jaxprobe.engine.diagnostics import rank_diagnostics
-from jaxprobe.engine.verdict import (ConvergenceError, ConvergenceWarning, CoordinateNames, check_policy,
-                                     verdict_from_statistics)
+from jaxprobe.engine.verdict import (ConvergenceError, ConvergenceWarning, CoordinateNames, Tempering, check_policy,
+                                     start_range, verdict_from_statistics)
 from jaxprobe.generation import answer
 from jaxprobe.probes import Probe, as_probe
-from jaxprobe.question import Question, infer_dim
+from jaxprobe.question import Question, categorical_constraints, infer_dim
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
     classify_axes
 
@@ -57,7 +57,8 @@ __all__ = ["sweep", "SweepProblem", "SweepResult", "read_table", "TABLE_COLUMNS"
 #: Columns of the results table after the grid's own axis columns.
 TABLE_COLUMNS = (
     "status", "error", "acceptance_rate", "step_size", "max_rhat", "min_ess_bulk",
-    "probe_mean", "probe_mcse", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95", "probe_max",
+    "probe_mean", "probe_mcse", "probe_mcse_note", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95",
+    "probe_max",
     "probe_rhat", "probe_ess_bulk", "num_nonfinite", "num_divergent", "seconds", "compile_seconds",
     "group", "samples", "log_evidence", "log_evidence_se", "problems",
 )
@@ -222,9 +223,10 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         initial_logdensity = state.kernel_state.logdensity
         state = core.prepare(key_warmup, state, kernel, logdensity, num_warmup, not fixed_step, target, shared)
         probe_of_z, in_data_space, monitor = _cell_monitor(question, observables, num_chains, num_free, num_samples)
-        if smc is not None and in_data_space:  # the observables at the SMC particles the chains start from
-            out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
+        if smc is not None:  # the particle groups (for every error bar) and the observables at the particles
             out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
+            if in_data_space:
+                out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
         monitored = streaming.init_stats(monitor, dtype)
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
@@ -245,6 +247,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             "num_gradient_evaluations": stats.num_gradient_evaluations,
             "step_size": jnp.broadcast_to(state.parameters["step_size"], (num_chains,)),
         }
+        if smc is None:  # the range of the chains' own starts, for the verdict (after SMC: its tempering path)
+            out["start_range"] = start_range(z0, jnp)
         if keep_samples:  # draw-major (N, C, ...) as the scan stacked them, in data space (one-hot groups
             # relaxed): one copy of the draws on the device; the host swaps the axes as a view (_cell_row)
             out["positions"], out["probe"] = trace.position
@@ -317,7 +321,11 @@ def _batch_inputs(cells: list[dict], indices: list[int], batch: int, batched_axe
 # ------------------------------------------------------------------ output folder
 
 
-def _write_json(path: str, payload: Any) -> None:
+def _write_json(path: str, payload: Any, checksum: bool = False) -> None:
+    """``payload`` as JSON, atomically; ``checksum``: with a ``"crc32"`` key that reading it back verifies (a
+    cell's row, :func:`_load_done`)."""
+    if checksum:
+        payload = json_with_checksum(payload, default=_json_default)
     atomic_write(path, lambda stream: json.dump(payload, stream, indent=1, default=_json_default), binary=False)
 
 
@@ -375,17 +383,45 @@ def _write_table(out: str, rows: list[dict[str, Any]], axis_names: list[str]) ->
     atomic_write(os.path.join(out, "results.parquet"), lambda stream: pyarrow.parquet.write_table(table, stream))
 
 
-def _load_done(out: str, ids: list[str]) -> dict[str, dict]:
-    """Rows of finished cells found in ``out/cells`` (status ok and samples present)."""
+def _read_row(row_path: str, identifier: str) -> dict[str, Any]:
+    """A cell's row read back, verified (its checksum, its cell): :class:`CorruptFileError` if it is damaged."""
+    remedy = "The cell runs again"
+    try:
+        with open(row_path) as stream:
+            row = json.load(stream)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CorruptFileError(row_path, f"it is not JSON ({error})", remedy) from None
+    if json_checksum_ok(row) is False:
+        raise CorruptFileError(row_path, "its contents do not match their checksum", remedy)
+    if not isinstance(row, dict) or row.get("cell") != identifier or not isinstance(row.get("samples", ""), str):
+        raise CorruptFileError(row_path, f"it is not the row of cell {identifier}", remedy)
+    return row
+
+
+def _load_done(out: str, ids: list[str], keep_samples: bool) -> dict[str, tuple[dict, Samples | None]]:
+    """Rows of finished cells found in ``out/cells`` (status ok and samples present), each with its samples
+    (None unless ``keep_samples``). Every row and samples file read is verified: a damaged one (or a finished
+    row whose samples file is missing) is not taken, and a :class:`CorruptFileWarning` names it: its cell runs
+    again."""
     done = {}
     for identifier in ids:
         row_path = os.path.join(out, _CELLS_DIR, identifier + ".json")
         if not os.path.exists(row_path):
             continue
-        with open(row_path) as stream:
-            row = json.load(stream)
-        if row.get("status") in FINISHED and os.path.exists(os.path.join(out, row["samples"])):
-            done[identifier] = row
+        try:
+            row = _read_row(row_path, identifier)
+            if row.get("status") not in FINISHED:
+                continue
+            samples_path = os.path.join(out, row["samples"])
+            if not os.path.exists(samples_path):
+                raise CorruptFileError(samples_path, f"it is missing, and {row_path} says the cell finished",
+                                       "The cell runs again")
+            cell_samples = Samples.load(samples_path)  # verified; kept only when the sweep keeps samples
+        except CorruptFileError as error:
+            warnings.warn(f"{error.path}: {error.problem}: the cell {identifier} runs again", CorruptFileWarning,
+                          stacklevel=4)
+            continue
+        done[identifier] = (row, cell_samples if keep_samples else None)
     return done
 
 
@@ -737,12 +773,12 @@ class _SweepTable:
         _write_json(os.path.join(self.out, _SPEC_FILE), {
             "axes": plan.axis_names, "settings": plan.fixed_settings,
             "cells": [dict(c, cell=i) for c, i in zip(plan.cells, plan.ids)]})
-        done = _load_done(self.out, plan.ids)
+        done = _load_done(self.out, plan.ids, self.samples is not None)
         for index, identifier in enumerate(plan.ids):
             if identifier in done:
-                self.rows[index] = dict(done[identifier], index=index)
+                self.rows[index] = dict(done[identifier][0], index=index)
                 if self.samples is not None:
-                    self.samples[index] = Samples.load(os.path.join(self.out, done[identifier]["samples"]))
+                    self.samples[index] = done[identifier][1]
 
     def fail(self, failed: list[int], error: Exception, group_number: int) -> None:
         """Record ``error`` as the row of every cell in ``failed`` (and on disk), then move the bar on."""
@@ -750,7 +786,8 @@ class _SweepTable:
         for index in failed:
             self.rows[index] = _error_row(self.plan.cells[index], self.plan.ids[index], index, message, group_number)
             if self.out is not None:
-                _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), self.rows[index])
+                _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), self.rows[index],
+                            checksum=True)
         if self.bar is not None:
             self.bar.update(len(failed))
 
@@ -760,7 +797,7 @@ class _SweepTable:
         if self.out is not None:
             if cell_samples is not None:
                 cell_samples.save(os.path.join(self.out, row["samples"]))
-            _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), row)
+            _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), row, checksum=True)
             _write_table(self.out, [r for r in self.rows if r is not None], self.plan.axis_names)
         if self.samples is not None:
             self.samples[index] = cell_samples
@@ -962,7 +999,9 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
     def probe_check(values):
         problem = _as_problem(build_probe(**probe_params, **values), prior, constraints, dim)
         number = _resolve_dim(problem)
-        captured["problem"] = SweepProblem(None, problem.prior, problem.constraints, number)
+        # the categorical inputs of imported Pipelines get their exact constraints here, as Question adds them
+        constraints_with_categories = categorical_constraints(problem.probe, problem.constraints, number)
+        captured["problem"] = SweepProblem(None, problem.prior, constraints_with_categories, number)
         return problem.probe(jnp.zeros((number,), dtype))
 
     try:
@@ -1033,12 +1072,16 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         one["statistics"], monitor, CoordinateNames([""], [(restricted.num_free,)]),
         acceptance_rate=one["acceptance_rate"], num_divergent=one["num_divergent"],
         num_nonfinite=one["num_nonfinite"], thin=settings["thin"],
-        chains_start_at_target=evidence.get("chains_start_at_target", False))
-    observables = {name: streaming.observed(sums) for name, sums in one["observable_sums"].items()}
+        chains_start_at_target=evidence.get("chains_start_at_target", False),
+        tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
+        start_range=one.get("start_range"))
+    # After SMC the chains of one particle group are one independent system: errors from the groups' means.
+    num_groups = int(one["particle_groups"]) if "particle_groups" in one else None
+    observables = {name: streaming.observed(sums, num_groups) for name, sums in one["observable_sums"].items()}
     probe = observables.pop("probe")
     particle_observables = None
     if "particle_values" in one:
-        particle_observables = {name: streaming.particle_observed(values, int(one["particle_groups"]))
+        particle_observables = {name: streaming.particle_observed(values, num_groups)
                                 for name, values in one["particle_values"].items()}
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}
@@ -1049,7 +1092,7 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         num_gradient_evaluations=gradient_evaluations, sampler=settings["sampler"],
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
         numerics=settings["numerics"], verdict=verdict, observables=observables or None,
-        particle_observables=particle_observables, **evidence)
+        particle_observables=particle_observables, num_groups=num_groups, **evidence)
     return _finished_row(cell, identifier, index, samples, probe, chain_major["probe"], one["probe_subset"], seconds,
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
@@ -1074,6 +1117,7 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
         step_size=float(np.median(samples.step_size)),
         max_rhat=verdict.max_rhat, min_ess_bulk=verdict.min_ess_bulk,
         probe_mean=float(np.asarray(probe.mean)), probe_mcse=_finite_or_none(np.asarray(probe.mcse)),
+        probe_mcse_note=probe.note,  # None, or why the error cannot be trusted (too few batches or SMC groups)
         num_nonfinite=int(np.sum(samples.num_nonfinite)), num_divergent=int(np.sum(samples.num_divergent)),
         samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
         log_evidence=samples.log_evidence, log_evidence_se=samples.log_evidence_se,

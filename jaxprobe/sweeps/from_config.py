@@ -26,6 +26,7 @@ from jaxprobe import datasets, priors, probes
 from jaxprobe._inputs import check_int
 from jaxprobe._io import atomic_write, is_writer
 from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for
+from jaxprobe.engine import estimates
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.models import GaussianPerturbation, from_sklearn
 from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
@@ -76,30 +77,70 @@ def dense_apply(activation: str, output: str):
     return apply
 
 
-def load_network(path: str) -> list[dict[str, np.ndarray]]:
-    """Dense-network weights from ``.npz`` (arrays ``w0, b0, w1, b1, ...``, no pickle) or flax ``.msgpack``
-    (``{"w0": ..., "b0": ...}``, or Flax linen's ``{"params": {"Dense_0": {"kernel", "bias"}, ...}}``)."""
+def _network_arrays(path: str) -> dict[str, tuple[np.ndarray, str]]:
+    """The arrays of a saved network by their ``w{i}``/``b{i}`` name, each with the name it has in the file
+    (``w0``; ``Dense_0/kernel`` for Flax linen's layout)."""
     if path.endswith(".npz"):
         with np.load(path, allow_pickle=False) as data:
-            arrays = {name: np.asarray(data[name]) for name in data.files}
-    else:
-        from flax import serialization
+            return {name: (np.asarray(data[name]), name) for name in data.files}
+    from flax import serialization
 
-        with open(path, "rb") as stream:
-            tree = serialization.msgpack_restore(stream.read())
-        tree = tree.get("params", tree)
-        arrays = {}
-        for name, value in tree.items():
-            if isinstance(value, dict) and name.startswith("Dense_"):
-                index = name.split("_", 1)[1]
-                arrays[f"w{index}"], arrays[f"b{index}"] = np.asarray(value["kernel"]), np.asarray(value["bias"])
-            else:
-                arrays[name] = np.asarray(value)
+    with open(path, "rb") as stream:
+        tree = serialization.msgpack_restore(stream.read())
+    root = "params/" if isinstance(tree, dict) and "params" in tree else ""
+    tree = tree.get("params", tree) if isinstance(tree, dict) else tree
+    if not isinstance(tree, dict):
+        raise ValueError(f"{path}: expected a table of arrays (w0, b0, ... or flax params), got "
+                         f"{type(tree).__name__}")
+    arrays = {}
+    for name, value in tree.items():
+        if isinstance(value, dict) and name.startswith("Dense_") and {"kernel", "bias"} <= set(value):
+            index = name.split("_", 1)[1]
+            arrays[f"w{index}"] = (np.asarray(value["kernel"]), f"{root}{name}/kernel")
+            arrays[f"b{index}"] = (np.asarray(value["bias"]), f"{root}{name}/bias")
+        elif not isinstance(value, dict):
+            arrays[name] = (np.asarray(value), f"{root}{name}")
+    return arrays
+
+
+def _network_layer(path: str, index: int, arrays: dict[str, tuple[np.ndarray, str]]) -> dict[str, np.ndarray]:
+    """Layer ``index`` as float32 ``{"w": (n_in, n_out), "b": (n_out,)}``, or a ValueError naming the file, the
+    layer and the array: not numbers, wrong shapes, NaN or inf."""
+    if f"b{index}" not in arrays:
+        raise ValueError(f"{path}: w{index} has no bias b{index}")
+    layer = {}
+    for key, name, ndim in (("w", f"w{index}", 2), ("b", f"b{index}", 1)):
+        array, label = arrays[name]
+        what = f"{path}: layer {index} {'weights' if key == 'w' else 'bias'} {label}"
+        if array.dtype.kind not in "iuf":
+            raise ValueError(f"{what} must hold numbers, got dtype {array.dtype}")
+        if array.ndim != ndim:
+            raise ValueError(f"{what} must have {ndim} dimension(s), got shape {array.shape}")
+        with np.errstate(over="ignore"):  # an overflow is reported below, by name
+            single = array.astype(np.float32)
+        for values, problem in ((array, "NaN or inf"), (single, "values beyond float32's range")):
+            if not np.all(np.isfinite(values)):
+                bad = np.argwhere(~np.isfinite(values))
+                raise ValueError(f"{what} holds {problem} ({len(bad)} of {array.size} entries, the first at "
+                                 f"index {tuple(int(i) for i in bad[0])}); a network's weights must be finite")
+        layer[key] = single
+    if layer["b"].shape[0] != layer["w"].shape[1]:
+        raise ValueError(f"{path}: layer {index} has {layer['w'].shape[1]} outputs but its bias "
+                         f"{arrays[f'b{index}'][1]} has {layer['b'].shape[0]} entries")
+    return layer
+
+
+def load_network(path: str) -> list[dict[str, np.ndarray]]:
+    """Dense-network weights from ``.npz`` (arrays ``w0, b0, w1, b1, ...``, no pickle) or flax ``.msgpack``
+    (``{"w0": ..., "b0": ...}``, or Flax linen's ``{"params": {"Dense_0": {"kernel", "bias"}, ...}}``).
+
+    Returns one ``{"w": (n_in, n_out), "b": (n_out,)}`` float32 dict per layer. Raises a ValueError naming
+    the file and the layer for a missing bias, arrays of the wrong rank or size, non-numbers and NaN/inf
+    entries (found here, when the file is read, rather than as a non-finite log density while sampling)."""
+    arrays = _network_arrays(path)
     layers, index = [], 0
     while f"w{index}" in arrays:
-        if f"b{index}" not in arrays:
-            raise ValueError(f"{path}: w{index} has no bias b{index}")
-        layers.append({"w": arrays[f"w{index}"].astype(np.float32), "b": arrays[f"b{index}"].astype(np.float32)})
+        layers.append(_network_layer(path, index, arrays))
         index += 1
     if not layers:
         raise ValueError(f"{path}: no dense layers found (expected arrays w0, b0, w1, b1, ... or flax Dense_i)")
@@ -628,15 +669,29 @@ def _json_value(value: Any) -> Any:
 
 
 def _observed(samples, row: dict, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``{name: {"mean", "mcse"}}`` of the requested observables (``"probe"``: the run's own G(x) estimate)."""
+    """``{name: {"mean", "mcse"}}`` of the requested observables (``"probe"``: the run's own G(x) estimate), with
+    ``"note"`` where the error cannot be trusted (too few batches or SMC groups)."""
     found = dict(samples.observables or {})
     out = {}
     for name in names:
         if name == "probe":
             out[name] = {"mean": row["probe_mean"], "mcse": row["probe_mcse"]}
+            note = row.get("probe_mcse_note")
         else:
             out[name] = {"mean": _json_value(found[name].mean), "mcse": _json_value(found[name].mcse)}
+            note = found[name].note
+        if note:
+            out[name]["note"] = note
     return out
+
+
+def _with_nones(value: Any) -> Any:
+    """``value`` (a float, or a dict or list of them) with NaN and inf as None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {key: _with_nones(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_nones(item) for item in value]
+    return value if value is None or np.isfinite(value) else None
 
 
 _DRAWS_ONLY_PROBE_VALUES = ("sd", "min", "q05", "median", "q95", "max")
@@ -648,7 +703,7 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
     observed = _observed(samples, row, config.sections["output"]["observables"])
     notes: list[str] = []
     answer = _answer(prepared, config, samples, observed, x is not None, notes)
-    features = _feature_summary(prepared, observed, x, notes)
+    features = _feature_summary(prepared, observed, x, notes, samples.num_groups)
     probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
     if x is None:
         probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
@@ -667,7 +722,9 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
         "keep_draws": x is not None,
         "acceptance_rate": row["acceptance_rate"],
         "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
+        "rhat_is_criterion": bool(samples.verdict.checks_rhat),
         "min_ess_bulk": samples.verdict.min_ess_bulk,
+        "verdict_checks": samples.smc_checks(),  # after SMC: what was checked instead of R-hat
         "probe_value": probe_value,
         "answer": answer,
         "features_original_units": features,
@@ -686,45 +743,58 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
     if keep_draws:
         draws = samples.positions.reshape(-1, samples.positions.shape[-1])
         outputs = prepared.model_outputs(prepared.model, draws)
+    per_run = samples.positions.shape[:2] if keep_draws else None  # (C, N): draws are estimated per chain
     test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
     probe_type = config.get("probe.type")
     answer: dict[str, Any] = {}
 
-    def from_draws_or_observable(field: str, name: str, from_draws: Callable, from_mean: Callable) -> None:
+    def from_draws_or_observable(field: str, name: str, per_draw: Callable, present: Callable) -> None:
+        """``answer[field]`` and ``answer[field + "_mcse"]``: the estimate of ``per_draw()`` (one value per kept
+        draw, in draw order) with its Monte-Carlo standard error (:func:`jaxprobe.engine.estimates.estimate`, the
+        SMC groups' spread after SMC), else the observable ``name``'s; ``present`` shapes an array as the field."""
         if outputs is not None:
-            answer[field] = from_draws()
+            values = np.asarray(per_draw(), np.float64)
+            found = estimates.estimate(values.reshape(per_run + values.shape[1:]), num_groups=samples.num_groups)
+            mean, mcse, note = found.mean, found.mcse, found.note
         elif name in observed:
-            answer[field] = from_mean(np.asarray(observed[name]["mean"], np.float64))
+            mean = np.asarray(observed[name]["mean"], np.float64)
+            mcse = np.asarray(observed[name]["mcse"], np.float64)  # None (no error) becomes NaN
+            note = observed[name].get("note")
         else:
             notes.append(f"{field} needs the draws: add \"{name}\" to [output] observables (or set keep_draws "
                          "= true)")
+            return
+        answer[field], answer[field + "_mcse"] = present(mean), _with_nones(present(mcse))
+        if note:
+            notes.append(f"{field}: {note}")
 
     if prepared.task == "regression":
         residual = test_outputs - prepared.test.y
         answer["model_test_r2"] = float(1 - np.mean(residual**2) / np.var(prepared.test.y))
-        from_draws_or_observable("mean_model_output", "model_output", lambda: float(np.mean(outputs)),
-                                 lambda mean: float(np.mean(mean)))
+        # a vector output's mean of means: the mean of the elements' errors bounds its error (sd is subadditive)
+        from_draws_or_observable("mean_model_output", "model_output",
+                                 lambda: outputs.reshape(len(outputs), -1).mean(axis=1),
+                                 lambda value: float(np.mean(value)))
     else:
         predicted = outputs.argmax(axis=-1) if outputs is not None else None
         class_names = prepared.dataset.class_names
         answer["model_test_accuracy"] = float(np.mean(test_outputs.argmax(axis=-1) == prepared.test.y))
         from_draws_or_observable(
             "predicted_class_fractions", "predicted_class",
-            lambda: {name: float(np.mean(predicted == k)) for k, name in enumerate(class_names)},
-            lambda mean: {name: float(mean[k]) for k, name in enumerate(class_names)})
+            lambda: predicted[:, None] == np.arange(len(class_names))[None, :],
+            lambda value: {name: float(value[k]) for k, name in enumerate(class_names)})
         if probe_type == "fixed_label":
             from_draws_or_observable("fraction_with_target_prediction", "target_prediction",
-                                     lambda: float(np.mean(predicted == config.get("probe.target"))), float)
+                                     lambda: predicted == config.get("probe.target"), float)
         if probe_type == "prediction_risky" and prepared.task == "binary":
             from_draws_or_observable(
                 "fraction_within_0.1_of_alpha", "within_0.1_of_alpha",
-                lambda: float(np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1)), float)
+                lambda: np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1, float)
         if probe_type == "model_contrast":
             other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
             from_draws_or_observable(
                 "fraction_of_samples_where_models_disagree", "disagree",
-                lambda: float(np.mean(predicted != prepared.model_outputs(prepared.compare, draws).argmax(axis=-1))),
-                float)
+                lambda: predicted != prepared.model_outputs(prepared.compare, draws).argmax(axis=-1), float)
             answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
     if observed:
         answer["observables"] = observed
@@ -732,18 +802,24 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
 
 
 def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], x: np.ndarray | None,
-                     notes: list[str]) -> dict[str, dict[str, float]]:
-    """Each feature's mean and sd over the kept draws ``x`` (original units) next to the training data's mean;
+                     notes: list[str], num_groups: int | None = None) -> dict[str, dict[str, float]]:
+    """Each feature's mean (with its Monte-Carlo standard error) and sd over the kept draws ``x`` (original units)
+    next to the training data's mean;
     without draws, the mean of the ``"features"`` observable if asked for (what is missing goes to ``notes``)."""
     names = prepared.dataset.feature_names
     if x is not None:
         flat_x = x.reshape(-1, x.shape[-1])
-        return {name: {"mean": float(flat_x[:, i].mean()), "sd": float(flat_x[:, i].std()),
-                       "data_mean": float(prepared.train.x[:, i].mean())} for i, name in enumerate(names)}
+        found = estimates.estimate(x, num_groups=num_groups)  # the means' Monte-Carlo errors (per chain)
+        if found.note:
+            notes.append(f"features_original_units mcse: {found.note}")
+        return {name: {"mean": float(flat_x[:, i].mean()), "mcse": _with_nones(float(found.mcse[i])),
+                       "sd": float(flat_x[:, i].std()), "data_mean": float(prepared.train.x[:, i].mean())}
+                for i, name in enumerate(names)}
     means = observed.get("features", {}).get("mean")
+    errors = observed.get("features", {}).get("mcse")
     features = {}
     for i, name in enumerate(names):
-        features[name] = {} if means is None else {"mean": means[i]}
+        features[name] = {} if means is None else {"mean": means[i], "mcse": errors[i]}
         features[name]["data_mean"] = float(prepared.train.x[:, i].mean())
     if means is None:
         notes.append("features_original_units mean needs the draws: add \"features\" to [output] observables "

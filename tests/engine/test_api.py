@@ -219,7 +219,8 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
     monkeypatch.setattr(api, "_run_chunk", original)
     with np.load(path, allow_pickle=False) as data:  # two finished chunks are on file (rows of the draws files)
         assert int(data["num_draws_saved"]) == 10
-    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == ["logdensity.npy", "position.npy"]
+    assert sorted(p.name for p in (tmp_path / "run.npz.draws").iterdir()) == [  # the draws, a state per boundary
+        "logdensity.npy", "position.npy", "state.0.npz", "state.10.npz", "state.5.npz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.draws"]  # no temporary files
     (tmp_path / ".run.npz.x1y2.partial").write_bytes(b"a write killed by SIGKILL")  # cleared on resume
 

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 import jaxprobe
-from jaxprobe.engine import api
+from jaxprobe.engine import api, checkpoint
 from jaxprobe.engine.compiled import BoundedJit, jit_bounded
 
-ENGINE_PIECES = ("_init", "_run_chunk", "_adapt_init", "_adapt_update", "_adapt_final", "_values_at")
+ENGINE_PIECES = ((api, "_init"), (api, "_run_chunk"), (api, "_adapt_init"), (api, "_adapt_update"),
+                 (api, "_adapt_final"), (checkpoint, "_values_at"))
 
 
 def _scaled_tanh(x, scale):
@@ -83,9 +84,9 @@ def _mappings() -> int:
 def test_many_questions_in_one_process_do_not_keep_every_program(monkeypatch):
     """Each new question through ``sample`` compiles its programs; once ``maxsize`` newer questions have run,
     the old question and its programs are gone (on Linux: the process's memory mappings stop growing)."""
-    for name in ENGINE_PIECES:
-        assert isinstance(getattr(api, name), BoundedJit)
-        monkeypatch.setattr(getattr(api, name), "maxsize", 2)
+    for module, name in ENGINE_PIECES:
+        assert isinstance(getattr(module, name), BoundedJit)
+        monkeypatch.setattr(getattr(module, name), "maxsize", 2)
     init = jax.random.normal(jax.random.key(0), (8, 3))
     refs, mappings = [], []
     for index in range(5):

@@ -104,3 +104,21 @@ def test_sweep_plot_draws_unconverged_cells_hollow_and_never_warns(tmp_path):
     hollow = [line for line in axis.get_lines() if line.get_marker() == "o" and line.get_markerfacecolor() == "none"]
     assert sum(len(line.get_xdata()) for line in hollow) == 2
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "b.png").exists()
+
+
+def test_plot_sweep_draws_95_percent_error_bars_from_the_mcse(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from jaxprobe.plots.runs import plot_sweep
+
+    rows = [dict(status="ok", temperature=0.1, probe_mean=1.0, probe_mcse=0.1),
+            dict(status="ok", temperature=1.0, probe_mean=2.0, probe_mcse=None)]  # no error estimate: no bar
+    captured, original = {}, plt.close
+    plt.close = lambda figure=None: (captured.setdefault("figure", figure), original(figure))
+    try:
+        plot_sweep(str(tmp_path / "a.png"), rows, "temperature")
+    finally:
+        plt.close = original
+    bars = [c for c in captured["figure"].axes[0].collections if len(c.get_segments())]
+    assert len(bars) == 1 and len(bars[0].get_segments()) == 1
+    np.testing.assert_allclose(bars[0].get_segments()[0][:, 1], [1.0 - 0.196, 1.0 + 0.196])

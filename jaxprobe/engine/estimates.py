@@ -1,0 +1,202 @@
+"""Estimates of expectations from draws: a value and its Monte-Carlo standard error (MCSE).
+
+:func:`estimate` turns the values of a function at every kept draw, ``(chain, draw, *shape)``, into an
+:class:`Estimate` (the same type as a run's observables, :class:`jaxprobe.engine.streaming.Observed`);
+:func:`evaluate` computes those values with ``jax.vmap`` over the draws in chunks, after checking the function
+on one position (:func:`check_function`). ``Samples.expectation`` and ``Samples.summary`` use both.
+
+How the error is estimated
+--------------------------
+``"ess"`` (MCMC, the default): ``mcse = sd / √ESS`` with ``sd`` the standard deviation of all values and ESS
+the effective sample size of the values themselves: Geyer's initial monotone sequence on the split chains,
+without rank normalization (the estimator behind the verdict's bulk ESS, :mod:`jaxprobe.engine.diagnostics`;
+ArviZ's ``ess(method="mean")`` and ``mcse(method="mean")``). Chosen over batch means because it needs no
+batch length: batch means are only right once every batch is longer than the autocorrelation time, which a
+run of few long chains and one of many short chains break in opposite ways, while the ESS reads the
+autocorrelation of these very values. Its variance counts the spread between the chains' means, so chains
+that disagree (stuck in different modes) give a larger error, never a smaller one.
+
+``"batch_means"`` (MCMC): :data:`~jaxprobe.engine.streaming.NUM_BATCHES` batches over all chains (a whole
+chain each from 32 chains on), the standard deviation of their means over √B: what the run's streamed
+observables use (they see the draws once, as they are made, and cannot compute an ESS).
+
+``"smc_groups"`` (chains started by sequential Monte Carlo, ``sampler="smc"``): the SMC run's particles are
+``G`` independent groups of ``N/G`` consecutive particles (:func:`jaxprobe.engine.smc.tempered_smc`), and chain
+``i`` starts at particle ``i`` (:func:`jaxprobe.engine.api.sample` places the particles as chains in order),
+so the chains of one group form one independent system: particles that share ancestors after resampling, and
+chains that keep the modes they started in. The means of the G groups (over their chains and draws) are
+independent, and ``mcse`` is their standard deviation over √G, a t statistic with G − 1 degrees of freedom;
+``Samples.log_evidence_se`` comes from the same G groups (the delta method on their evidence estimates).
+Per-chain ESS would count the chains of one group as independent and report too small an error.
+
+When the error cannot be trusted (fewer than :data:`~jaxprobe.engine.streaming.MIN_BATCHES` batches or groups,
+an ESS below :data:`~jaxprobe.engine.streaming.MIN_ESS`, values that never changed) the estimate carries a
+``note`` saying so, and ``Samples.expectation`` warns with an :class:`MCSEWarning`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxprobe.engine import diagnostics
+from jaxprobe.engine.streaming import (MIN_ESS, NUM_BATCHES, Observed, combine_notes, few_batches_note,
+                                       particle_observed, zero_error_note)
+
+__all__ = ["Estimate", "MCSEWarning", "METHODS", "estimate", "evaluate", "check_function"]
+
+#: An estimate: ``.mean`` and ``.mcse`` (and how it was made); the type of a run's observables.
+Estimate = Observed
+#: The ``method`` values of :func:`estimate`.
+METHODS = ("auto", "ess", "batch_means", "smc_groups")
+#: Draws per ``jax.vmap`` call of :func:`evaluate` (bounded memory: one chunk of ``fn``'s values at a time).
+CHUNK_DRAWS = 4096
+
+
+class MCSEWarning(UserWarning):
+    """An estimate's Monte-Carlo standard error cannot be trusted (its ``note`` says why)."""
+
+
+def _ess_estimate(values: np.ndarray) -> Observed:
+    """``"ess"`` of ``values`` ``(C, N, K)`` with N >= 4: ``sd/√ESS`` per column."""
+    num_chains, num_draws, _ = values.shape
+    pooled = values.reshape(num_chains * num_draws, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = diagnostics._effective_sample_size(diagnostics._split_chains(values[None]))[0]
+        sd = pooled.std(axis=0, ddof=1)
+        constant = np.all(pooled == pooled[:1], axis=0)
+        mcse = np.where(constant, 0.0, sd / np.sqrt(ess))
+    low = ess[~constant]
+    note = None
+    if low.size and low.min() < MIN_ESS:
+        note = (f"effective sample size {low.min():.0f} < {MIN_ESS} (of {pooled.shape[0]} draws): the error "
+                "is itself too uncertain; run longer or more chains")
+    return Observed(pooled.mean(axis=0), mcse, values.mean(axis=1), num_chains, "ess", ess,
+                    combine_notes(note, zero_error_note(mcse)))
+
+
+def _batch_means_estimate(values: np.ndarray) -> Observed:
+    """``"batch_means"`` of ``values`` ``(C, N, K)``: batches of consecutive draws of each chain, NUM_BATCHES
+    over all chains (a chain's draw i is in batch ``i·b // N``, as the streamed observables batch them)."""
+    num_chains, num_draws, _ = values.shape
+    per_chain = max(1, min(num_draws, math.ceil(NUM_BATCHES / num_chains)))
+    batch = (np.arange(num_draws) * per_chain) // num_draws
+    means = np.stack([values[:, batch == b].mean(axis=1) for b in range(per_chain)], axis=1)
+    flat = means.reshape(num_chains * per_chain, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcse = flat.std(axis=0, ddof=1) / np.sqrt(flat.shape[0]) if flat.shape[0] > 1 else \
+            np.full(flat.shape[1], np.nan)
+    return Observed(values.mean(axis=(0, 1)), mcse, values.mean(axis=1), flat.shape[0], "batch_means", None,
+                    combine_notes(few_batches_note(flat.shape[0], "batch means"), zero_error_note(mcse)))
+
+
+def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto") -> Estimate:
+    """The mean of ``values`` and its Monte-Carlo standard error (module docstring).
+
+    Parameters
+    ----------
+    values
+        ``(C, N, *shape)``: a function's value at each of N kept draws of C chains; finite.
+    num_groups
+        G when the chains continue the particles of an SMC run with G independent groups of consecutive
+        particles (``Samples.num_groups``), else None.
+    method
+        ``"auto"`` (``"smc_groups"`` when ``num_groups`` is given, else ``"ess"``), ``"ess"``,
+        ``"batch_means"`` or ``"smc_groups"`` (needs ``num_groups``). With fewer than 4 draws per chain
+        ``"ess"`` cannot be computed and the chains' means are the batches.
+
+    Returns
+    -------
+    Estimate
+        ``mean`` and ``mcse`` of ``shape``, ``per_chain_mean`` ``(C, *shape)``, ``num_batches``, ``method``,
+        ``ess`` (``"ess"``), ``note`` (None when the error can be trusted).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    values = np.asarray(values, np.float64)
+    if values.ndim < 2 or values.shape[0] < 1 or values.shape[1] < 1:
+        raise ValueError(f"values must have shape (chains, draws, ...) with at least one draw, got {values.shape}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"values must be finite: {int(np.sum(~np.isfinite(values)))} are NaN or inf")
+    shape = values.shape[2:]
+    if method == "auto":
+        method = "ess" if num_groups is None else "smc_groups"
+    if method == "smc_groups":
+        if num_groups is None or values.shape[0] % num_groups:
+            raise ValueError(f"method='smc_groups' needs the chains to form num_groups equal groups of SMC "
+                             f"particles, got {values.shape[0]} chains and num_groups={num_groups}")
+        result = particle_observed(values.mean(axis=1), num_groups)
+        return result._replace(per_chain_mean=values.mean(axis=1))
+    flat = values.reshape(values.shape[:2] + (-1,))
+    if method == "batch_means" or values.shape[1] < 4:
+        result = _batch_means_estimate(flat)
+    else:
+        result = _ess_estimate(flat)
+    return result._replace(mean=result.mean.reshape(shape), mcse=result.mcse.reshape(shape),
+                           per_chain_mean=result.per_chain_mean.reshape(values.shape[:1] + shape),
+                           ess=None if result.ess is None else result.ess.reshape(shape))
+
+
+def check_function(fn: Any, one: Any, two: Any, name: str = "fn") -> tuple[int, ...]:
+    """Check ``fn`` (a function of one position) before it is mapped over every draw, with a clear error naming
+    ``name``: it must be callable, run on one position ``one`` (a pytree without chain or draw axes), return a
+    numeric array of finite values, and give the same value for that position inside ``jax.vmap`` over two
+    positions ``two`` (leading axis 2) as alone (a function that reads a chain or batch axis does not).
+    Returns the output shape."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function of one position, got {type(fn).__name__}")
+    try:
+        value = fn(one)
+    except Exception as error:  # noqa: BLE001 - re-raised naming fn
+        raise ValueError(f"{name} failed on one position (chain 0, draw 0; no chain or draw axis): "
+                         f"{type(error).__name__}: {error}") from error
+    dtype = np.asarray(value).dtype if isinstance(value, (bool, int, float, np.ndarray, np.generic, jax.Array)) else None
+    if dtype is None or not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)) \
+            or np.issubdtype(dtype, np.complexfloating):
+        raise TypeError(f"{name} must return a real numeric array (or a number), got {type(value).__name__}"
+                        + ("" if dtype is None else f" of dtype {dtype}"))
+    value = np.asarray(value, np.float64)
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{name} returned a non-finite value (NaN or inf) at chain 0, draw 0: {value}")
+    try:
+        batched = np.asarray(jax.vmap(fn)(two), np.float64)
+    except Exception as error:  # noqa: BLE001 - re-raised naming fn
+        raise ValueError(f"{name} works on one position but fails under jax.vmap over positions (it must be a "
+                         f"JAX function of ONE position): {type(error).__name__}: {error}") from error
+    if batched.shape[1:] != value.shape or not np.allclose(batched[0], value, rtol=1e-4, atol=1e-6):
+        raise ValueError(f"{name} depends on how many positions it is given (output shape {value.shape} for one "
+                         f"position, {batched.shape[1:]} per position of a batch, or other values): it must be a "
+                         "function of ONE position, without a chain or draw axis")
+    return value.shape
+
+
+def evaluate(fn: Callable[[Any], Any], positions: Any, name: str = "fn", chunk: int = CHUNK_DRAWS) -> np.ndarray:
+    """``fn`` at every draw of ``positions`` (a pytree of leaves ``(C, N, *event)``) → ``(C, N, *shape)``
+    float64, after :func:`check_function`; ``jax.vmap`` over chunks of ``chunk`` draws (the last one padded, so
+    one program serves them all). Raises naming ``name`` when ``fn`` gives a non-finite value."""
+    leaves, treedef = jax.tree_util.tree_flatten(positions)
+    num_chains, num_draws = np.shape(leaves[0])[:2]
+    flat = [np.asarray(leaf).reshape((num_chains * num_draws,) + np.shape(leaf)[2:]) for leaf in leaves]
+    total = flat[0].shape[0]
+    one = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf[0]) for leaf in flat])
+    two = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(leaf[np.minimum([0, 1], total - 1)]) for leaf in flat])
+    shape = check_function(fn, one, two, name)
+    size = min(chunk, total)
+    mapped = jax.jit(jax.vmap(lambda *parts: jnp.asarray(fn(jax.tree_util.tree_unflatten(treedef, parts)))))
+    out = np.empty((total,) + shape, np.float64)
+    for start in range(0, total, size):
+        stop = min(start + size, total)
+        parts = [leaf[start:stop] for leaf in flat]
+        if stop - start < size:  # pad with the chunk's first row: same shapes, no second compile
+            parts = [np.concatenate([part, np.repeat(part[:1], size - (stop - start), axis=0)]) for part in parts]
+        out[start:stop] = np.asarray(mapped(*parts), np.float64)[:stop - start]
+    bad = ~np.isfinite(out.reshape(total, -1)).all(axis=1)
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise ValueError(f"{name} returned NaN or inf at {int(bad.sum())} of {total} draws (first: chain "
+                         f"{first // num_draws}, draw {first % num_draws})")
+    return out.reshape((num_chains, num_draws) + shape)

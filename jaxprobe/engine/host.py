@@ -1,0 +1,28 @@
+"""Arrays between the devices and the host: ``to_host`` (gathered from every process) and ``to_device``
+(a host array placed with its chain axis sharded). Used by the run driver (:mod:`jaxprobe.engine.api`) and by
+the checkpoints (:mod:`jaxprobe.engine.checkpoint`)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+__all__ = ["to_host", "to_device"]
+
+
+def to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """Place a host array with the chain axis sharded (scalars are replicated)."""
+    if array.ndim == 0:
+        sharding = NamedSharding(sharding.mesh, PartitionSpec())
+    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
+
+
+def to_host(array: jax.Array) -> np.ndarray:
+    """``array`` as one NumPy array on this host: gathered from every process when chains are sharded over
+    several hosts (``jax.distributed``), else a (zero-copy on CPU) view."""
+    if jax.process_count() > 1:  # pragma: no cover - needs several hosts
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return np.asarray(array)
