@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -15,17 +17,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
-from jaxprobe._inputs import as_float_array, check_int
+from jaxprobe._inputs import as_float_array, check_int, check_number
 from jaxprobe.engine.api import (canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel,
                                  refuse_traced)
 from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.estimates import MCSEWarning
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.verdict import check_policy
 from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.question import Question
 
-__all__ = ["generate", "answer"]
+__all__ = ["generate", "answer", "PrecisionWarning", "pool_runs"]
 
 
 @jit_bounded(static_argnames=("question", "num_chains", "dtype"))
@@ -54,6 +57,7 @@ def generate(
     report: str = "valid",
     convergence: str = "warn",
     numerics: str | None = None,
+    precision: dict[str, Any] | None = None,
     **sample_options: Any,
 ) -> Samples:
     """Sample x ~ exp(−G(x)/τ)·prior(x) restricted by ``constraints`` (probing paper, Eq. 3).
@@ -88,7 +92,11 @@ def generate(
     prior
         Log density on data space (``jaxprobe.priors``), or None for flat.
     constraints
-        A ``Box``, a ``Fixed`` or a list of them (:mod:`jaxprobe.constraints`).
+        A ``Box``, a ``Fixed`` or a list of them (:mod:`jaxprobe.constraints`). The categorical
+        inputs of Pipelines imported with :func:`jaxprobe.models.from_sklearn` (``OneHotEncoder`` /
+        ``OrdinalEncoder`` columns) that the probe reads get their exact constraint by default
+        (``Integer`` + ``Box`` on the codes: every draw is a category), or a ValueError naming the
+        column and the constraint to pass (:func:`jaxprobe.question.categorical_constraints`).
     dim
         Number of features d when nothing else states it: ``init``, a prior's mean,
         ``Box`` bounds of shape ``(d,)``, ``constraints.from_dataset(...)``, or the probe's
@@ -109,6 +117,18 @@ def generate(
         rounded), e.g. ``{"disagree": lambda x: model_a(x) != model_b(x)}``:
         ``samples.observables["disagree"].mean`` and ``.mcse``.
 
+    precision
+        Ask for a Monte-Carlo standard error instead of a run size: ``{"target": t, "mcse": ε}`` with
+        ``t`` a function of one x (its :meth:`Samples.expectation`), the name of one of ``observables``, or
+        ``"log_evidence"`` (``sampler="smc"``); optional ``"max_chains"`` (the budget, a multiple of
+        ``num_chains``; default 16·num_chains). Runs of ``num_chains`` chains (independent SMC systems, or
+        independent MCMC runs) are added, each with its own key (the first is the key itself), until the
+        pooled estimate's MCSE (the largest over ``t``'s entries) is at most ε or the budget is spent; the
+        result is the runs pooled along the chain axis (chains ``r·num_chains …`` are run r; their SMC groups
+        stay independent groups), and its verdict's ``notes`` say what was spent and what was reached. A
+        target the budget cannot reach gives the best estimate, its MCSE and a :class:`PrecisionWarning`
+        naming the budget that would reach it (MCSE ∝ 1/√chains). Not with ``checkpoint``.
+
     Returns
     -------
     Samples
@@ -125,10 +145,14 @@ def generate(
     check_numerics(numerics)
     if init is not None:
         init = _as_init(init, num_chains)
+    precision = _check_precision(precision, num_chains, sampler, sample_options)
     question = Question(probe, temperature, prior, constraints, dim, init=init)
-    result = answer(rng_key, question, num_chains=num_chains, num_samples=num_samples, init=init, sampler=sampler,
-                    num_warmup=num_warmup, report=report, convergence="ignore", numerics=numerics,
-                    **sample_options)
+    options = dict(num_chains=num_chains, num_samples=num_samples, init=init, sampler=sampler,
+                   num_warmup=num_warmup, report=report, convergence="ignore", numerics=numerics, **sample_options)
+    if precision is None:
+        result = answer(rng_key, question, **options)
+    else:
+        result = _answer_to_precision(rng_key, question, precision, options)
     verdict_report(result.verdict, convergence, stacklevel=2)
     return result
 
@@ -222,3 +246,168 @@ class _InDataSpace:
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, _InDataSpace) and (self.fn, self.question) == (other.fn, other.question)
+
+
+# --- precision: add independent runs until the answer's Monte-Carlo standard error reaches a target ---------
+
+class PrecisionWarning(UserWarning):
+    """``generate(..., precision=...)`` spent its budget before the MCSE reached the target."""
+
+
+#: Budget of ``precision`` when ``max_chains`` is not given, in multiples of ``num_chains``.
+DEFAULT_PRECISION_ROUNDS = 16
+_PRECISION_KEYS = ("target", "mcse", "max_chains")
+
+
+def _check_precision(precision: Any, num_chains: int, sampler: str, options: dict[str, Any]) -> dict[str, Any] | None:
+    """``generate``'s ``precision`` checked before anything compiles: ``{"target", "mcse", "max_chains"}``
+    with defaults filled in, or a TypeError/ValueError naming what is wrong."""
+    if precision is None:
+        return None
+    if not isinstance(precision, dict):
+        raise TypeError(f"precision must be a dict like {{'target': fn, 'mcse': 0.01}}, got "
+                        f"{type(precision).__name__}")
+    unknown = sorted(set(precision) - set(_PRECISION_KEYS))
+    if unknown or "target" not in precision or "mcse" not in precision:
+        raise ValueError(f"precision takes the keys {_PRECISION_KEYS} ('target' and 'mcse' required), got "
+                         f"{sorted(precision)}")
+    mcse = check_number(precision["mcse"], "precision['mcse']", minimum=0.0, exclusive_minimum=True)
+    max_chains = check_int(precision.get("max_chains", DEFAULT_PRECISION_ROUNDS * num_chains),
+                           "precision['max_chains']", minimum=num_chains)
+    if max_chains % num_chains:
+        raise ValueError(f"precision['max_chains'] must be a multiple of num_chains={num_chains} (runs of "
+                         f"num_chains chains are added), got {max_chains}")
+    target = precision["target"]
+    observables = options.get("observables") or {}
+    if target == "log_evidence":
+        if not known_sampler_starts_at_target(sampler):
+            raise ValueError(f"precision['target']='log_evidence' needs sampler='smc' (the sampler that estimates "
+                             f"log Z), got sampler={sampler!r}")
+    elif isinstance(target, str):
+        if target not in observables:
+            raise ValueError(f"precision['target'] must be a function of one x, 'log_evidence' or the name of one "
+                             f"of observables {sorted(observables)}, got {target!r}")
+    elif not callable(target):
+        raise TypeError(f"precision['target'] must be a function of one x, 'log_evidence' or an observable's "
+                        f"name, got {type(target).__name__}")
+    elif options.get("keep_draws", True) is False:
+        raise ValueError("precision['target'] as a function needs the draws (keep_draws=False keeps none): pass it "
+                         "as observables={'name': fn} and precision={'target': 'name', ...} instead")
+    if options.get("checkpoint") is not None:
+        raise ValueError("precision cannot be combined with checkpoint (each added run would need its own file)")
+    return {"target": target, "mcse": mcse, "max_chains": max_chains}
+
+
+#: The fewest independent SMC groups behind a ``log_evidence`` error that may end a precision run (the
+#: expectations' own rule, :mod:`jaxprobe.engine.estimates`, says when theirs can be trusted).
+MIN_PRECISION_GROUPS = 8
+
+
+def _precision_estimate(result: Samples, target: Any) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The pooled result's estimate of the precision target, its MCSE (arrays of the target's shape), and whether
+    that MCSE can be trusted to end the run (enough groups or batches behind it: a small error estimated from
+    two groups is as likely luck as precision)."""
+    if isinstance(target, str) and target == "log_evidence":
+        trusted = (result.num_groups or 0) >= MIN_PRECISION_GROUPS
+        return np.asarray(result.log_evidence, np.float64), np.asarray(result.log_evidence_se, np.float64), trusted
+    if isinstance(target, str):
+        estimate = result.observables[target]
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCSEWarning)  # the note is read from the estimate
+            estimate = result.expectation(target)
+    return np.asarray(estimate.mean, np.float64), np.asarray(estimate.mcse, np.float64), estimate.note is None
+
+
+def _answer_to_precision(rng_key: Any, question: Question, precision: dict[str, Any],
+                         options: dict[str, Any]) -> Samples:
+    """Runs of ``num_chains`` chains (keys: the key, then ``fold_in(key, r)``) pooled until the target's MCSE is
+    at most ``precision["mcse"]`` or ``max_chains`` chains are spent (then a :class:`PrecisionWarning`)."""
+    num_chains, goal = options["num_chains"], precision["mcse"]
+    rounds = precision["max_chains"] // num_chains
+    runs: list[Samples] = []
+    pooled = None
+    mean = mcse = np.full((), np.nan)
+    while len(runs) < rounds:
+        key = rng_key if not runs else jax.random.fold_in(rng_key, len(runs))
+        runs.append(answer(key, question, **options))
+        pooled = pool_runs(runs)
+        mean, mcse, trusted = _precision_estimate(pooled, precision["target"])
+        worst = float(np.max(mcse)) if mcse.size else 0.0
+        if trusted and np.isfinite(worst) and worst <= goal:
+            break
+    worst = float(np.max(mcse)) if mcse.size else 0.0
+    spent = len(runs) * num_chains
+    gradients = int(np.sum(pooled.num_gradient_evaluations))
+    reached = bool(trusted and np.isfinite(worst) and worst <= goal)
+    note = (f"precision: MCSE {worst:.3g} {'≤' if reached else '>'} target {goal:.3g} after {len(runs)} run(s) of "
+            f"{num_chains} chains ({spent} chains, {gradients:,} gradient evaluations; budget max_chains="
+            f"{precision['max_chains']})")
+    if not reached:
+        needed = (math.ceil(spent * (worst / goal) ** 2 / num_chains) * num_chains if np.isfinite(worst)
+                  else None)
+        advice = (f"about max_chains={needed} (MCSE ∝ 1/√chains) would reach it" if needed is not None else
+                  "the MCSE could not be estimated (NaN): use more chains per run or another target")
+        if not trusted:
+            advice += "; the MCSE rests on too few groups or batches to be trusted"
+        warnings.warn(f"precision target not reached: estimate {np.round(mean, 6).tolist()} with MCSE "
+                      f"{np.round(mcse, 6).tolist()} > {goal:.3g} after {spent} of max_chains="
+                      f"{precision['max_chains']} chains ({gradients:,} gradient evaluations); {advice}",
+                      PrecisionWarning, stacklevel=3)
+    verdict = pooled.verdict
+    if verdict is not None:
+        verdict = dataclasses.replace(verdict, notes=tuple(verdict.notes) + (note,))
+    return dataclasses.replace(pooled, verdict=verdict)
+
+
+#: Per-chain fields of :class:`Samples` (leading axis: chains), concatenated when runs are pooled.
+_PER_CHAIN_FIELDS = ("logdensity", "acceptance_rate", "step_size", "num_divergent", "num_nonfinite",
+                     "num_gradient_evaluations", "inverse_mass_matrix")
+
+
+def _pool_observed(parts: list[Any]) -> Any:
+    """Equal-sized independent runs' estimates as one: the mean of the means, MCSE ``√Σ mcse_r² / R``."""
+    count = len(parts)
+    mean = sum(np.asarray(part.mean, np.float64) for part in parts) / count
+    mcse = np.sqrt(sum(np.asarray(part.mcse, np.float64) ** 2 for part in parts)) / count
+    notes = [part.note for part in parts if part.note is not None]
+    return parts[0]._replace(mean=mean, mcse=mcse,
+                             per_chain_mean=np.concatenate([part.per_chain_mean for part in parts]),
+                             num_batches=sum(part.num_batches for part in parts),
+                             ess=None if parts[0].ess is None else sum(part.ess for part in parts),
+                             note=notes[0] if notes and count == 1 else None)
+
+
+def pool_runs(runs: list[Samples]) -> Samples:
+    """Independent runs of one question with the same number of chains as one :class:`Samples` along the chain
+    axis (run r's chains are ``r·C … (r+1)·C − 1``).
+
+    Per-chain arrays and draws are concatenated; observables pooled (:func:`_pool_observed`); SMC runs' groups
+    stay groups (``num_groups`` summed: every run has the same group size), ``log_evidence`` is ``log mean_r Ẑ_r``
+    with the delta-method error ``√Σ_r (Ẑ_r/ΣẐ)² se_r²`` and ``evidence_path`` is the first run's; the verdict is
+    the first one that did not converge, else the last run's."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    fields: dict[str, Any] = {}
+    if first.positions is not None:
+        fields["positions"] = jax.tree.map(lambda *leaves: np.concatenate(leaves), *[run.positions for run in runs])
+    for name in _PER_CHAIN_FIELDS:
+        if getattr(first, name) is not None:
+            fields[name] = np.concatenate([np.asarray(getattr(run, name)) for run in runs])
+    for name in ("observables", "particle_observables"):
+        if getattr(first, name):
+            fields[name] = {key: _pool_observed([getattr(run, name)[key] for run in runs])
+                            for key in getattr(first, name)}
+    if first.num_groups is not None:
+        fields["num_groups"] = sum(run.num_groups for run in runs)
+    if first.log_evidence is not None:
+        log_z = np.array([run.log_evidence for run in runs], np.float64)
+        shares = np.exp(log_z - np.logaddexp.reduce(log_z))  # Ẑ_r / Σ Ẑ_r
+        fields["log_evidence"] = float(np.logaddexp.reduce(log_z) - math.log(len(runs)))
+        fields["log_evidence_se"] = float(np.sqrt(np.sum((shares * np.array([run.log_evidence_se for run in runs]))
+                                                         ** 2)))
+    fields["chains_start_at_target"] = all(run.chains_start_at_target for run in runs)
+    unconverged = [run.verdict for run in runs if run.verdict is not None and not run.verdict.converged]
+    fields["verdict"] = unconverged[0] if unconverged else runs[-1].verdict
+    return dataclasses.replace(first, **fields)

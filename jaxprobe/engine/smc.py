@@ -38,19 +38,28 @@ One stage ``k`` (N particles, all equally weighted on entry):
 3. *Resample* within each group (BlackJAX's ``resampling.systematic``).
 4. *Tune* the inner kernel from the particles (see below).
 5. *Move*: ``num_mcmc_steps`` steps of a π_{λ_k}-invariant MALA or HMC kernel per
-   particle (BlackJAX's ``mcmc.mala`` / ``mcmc.hmc`` kernels, run by
-   ``smc.base.update_and_take_last``, vmapped over the particles).
+   particle (BlackJAX's ``mcmc.mala`` / ``mcmc.hmc`` kernels, vmapped over the particles, each chain
+   starting from the log density and gradient evaluated for step 4, so a stage costs ``1 + num_mcmc_steps``
+   MALA gradients as with ``smc.base.update_and_take_last``).
 
 After the stage with λ = 1 the particles are equally weighted draws from π_1.
 
 Inner-kernel tuning (Chopin 2002; Buchholz, Chopin & Jacob 2021 "Adaptive tuning
 of Hamiltonian Monte Carlo within sequential Monte Carlo")
 --------------------------------------------------------------------------------
-- Diagonal inverse mass matrix: the per-coordinate variance of the resampled
-  particles of the current stage (``smc.tuning.from_particles.particles_stds``
-  squared; the O(D) form of ``inverse_mass_matrix_from_particles``, which builds a
-  dense D×D matrix), floored at ``10·eps·max_i var_i`` so that a coordinate on
-  which the particles collapsed cannot freeze the kernel.
+- Diagonal inverse mass matrix (``preconditioner="fisher"``, the default): the inverse
+  of the resampled particles' mean squared gradient, ``1 / mean_i (∂_d log π_λ(z_i))²``
+  (the diagonal Fisher information; for a Gaussian it is the precision, since
+  ``E[∇log π ∇log π^T] = Σ⁻¹``). It costs nothing extra (the gradients start the
+  kernel's chains) and, unlike the particles' variance, it measures the width of
+  each mode and not the distance between separated modes: with the variance, bumps
+  3 apart and 0.2 wide made MALA's whitened steps 70 times too long along the modes'
+  axis, and doubled the spread of mode shares and log Z over seeds
+  (``python -m jaxprobe.bench.smc_peers``; ``benchmarks/results/smc_peers.md``).
+  ``preconditioner="variance"``: the particles' per-coordinate variance
+  (``smc.tuning.from_particles.particles_stds`` squared), the rule before. A
+  coordinate with zero Fisher information falls back to its variance; both are
+  floored at ``10·eps·max`` so that no coordinate can freeze the kernel.
 - Step size: ``ε_1 = initial_step_size`` (default ``D^{-1/3}`` for MALA, the
   Roberts & Rosenthal 1998 scaling, and ``D^{-1/4}`` for HMC, Beskos et al. 2013,
   both in mass-matrix-whitened units), then
@@ -99,7 +108,6 @@ particles get zero weight.
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Callable, NamedTuple
 
 import jax
@@ -108,11 +116,11 @@ import numpy as np
 from blackjax.mcmc import hmc, integrators, mala
 from blackjax.smc import ess as smc_ess
 from blackjax.smc import resampling, solver
-from blackjax.smc.base import update_and_take_last
 from blackjax.smc.tuning import from_particles
 
 from jaxprobe._inputs import check_int
 from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.numerics import in_positions_dtype
 from jaxprobe.types import Array, PRNGKey
 
 __all__ = ["SMCInfo", "SMCResult", "tempered_smc", "evidence_curve", "default_step_size", "KERNELS",
@@ -121,32 +129,67 @@ __all__ = ["SMCInfo", "SMCResult", "tempered_smc", "evidence_curve", "default_st
 LogDensity = Callable[[Array], Array]
 
 
-def _mala_move(keys: Array, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
-               num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+def _run_chains(keys: Array, states: NamedTuple, step: Callable, num_mcmc_steps: int) -> tuple[NamedTuple, NamedTuple]:
+    """``num_mcmc_steps`` steps of ``step(key, state) -> (state, info)`` from each particle's state (vmapped),
+    keeping the last state and every step's info ``(N, num_mcmc_steps)``. The states come in with their log
+    density and gradient already evaluated (:func:`_evaluate`), so a stage costs no extra gradient for them."""
+    def chain(key: PRNGKey, state: NamedTuple) -> tuple[NamedTuple, NamedTuple]:
+        return jax.lax.scan(lambda current, k: step(k, current), state, jax.random.split(key, num_mcmc_steps))
+    return jax.vmap(chain)(keys, states)
+
+
+def _mala_kernel(rng_key: PRNGKey, state: mala.MALAState, logdensity_fn: LogDensity,
+                 step_size: Array) -> tuple[mala.MALAState, mala.MALAInfo]:
+    """One MALA step of a single particle, as ``blackjax.mala.build_kernel()`` makes it (same keys, same
+    operations, same draws), with the noise in the position's dtype: BlackJAX's ``generate_gaussian_noise``
+    returns float64 for float32 positions under ``jax_enable_x64`` and its accept/reject ``lax.cond`` then
+    fails to trace."""
+    def transition_energy(start, end):  # -log q(start | end) - log π(end), BlackJAX's transition_energy
+        theta = start.position - end.position - step_size * end.logdensity_grad
+        return -end.logdensity + 0.25 * (1.0 / step_size) * jnp.sum(theta * theta)
+
+    key_integrator, key_rmh = jax.random.split(rng_key)
+    noise = jax.random.normal(key_integrator, state.position.shape, state.position.dtype)
+    position = state.position + step_size * state.logdensity_grad + jnp.sqrt(2 * step_size) * noise
+    new_state = mala.MALAState(position, *jax.value_and_grad(logdensity_fn)(position))
+    log_p_accept = transition_energy(new_state, state) - transition_energy(state, new_state)
+    log_p_accept = jnp.where(jnp.isnan(log_p_accept), -jnp.inf, log_p_accept)
+    p_accept = jnp.clip(jnp.exp(log_p_accept), max=1)
+    do_accept = jax.random.bernoulli(key_rmh, p_accept)
+    accepted = jax.tree.map(lambda new, old: jnp.where(do_accept, new, old), new_state, state)
+    return accepted, mala.MALAInfo(p_accept, do_accept)
+
+
+def _mala_move(keys: Array, positions: Array, values: Array, grads: Array, logdensity: LogDensity,
+               step_size: Array, inverse_mass_matrix: Array, num_mcmc_steps: int,
+               num_integration_steps: int) -> tuple[Array, Array, Array]:
     """``num_mcmc_steps`` preconditioned MALA steps per particle (step 5 of :func:`tempered_smc`, see :func:`_move`).
 
     BlackJAX's MALA has no mass matrix: run it on u = z / s with s = √diag(M⁻¹), whose
     density π_λ(s ⊙ u) has a constant Jacobian. In z this is MALA preconditioned by
-    M⁻¹ = diag(s²): z' = z + ε M⁻¹∇log π_λ(z) + √(2ε) s ⊙ ξ.
+    M⁻¹ = diag(s²): z' = z + ε M⁻¹∇log π_λ(z) + √(2ε) s ⊙ ξ. ``values`` (N,) and ``grads`` (N, D) are
+    π_λ and its gradient at ``positions`` (in z; the gradient in u is s ⊙ grad).
     """
     del num_integration_steps
-    num_particles = positions.shape[0]
     scale = jnp.sqrt(inverse_mass_matrix)
-    update, _ = update_and_take_last(
-        mala.init, lambda u: logdensity(scale * u), partial(mala.build_kernel(), step_size=step_size),
-        num_mcmc_steps, num_particles)
-    whitened, info = update(keys, positions / scale, {})
-    return whitened * scale, info.acceptance_rate, jnp.full((num_particles,), num_mcmc_steps, jnp.int32)
+    whitened_logdensity = lambda u: logdensity(scale * u)  # noqa: E731
+    kernel = _mala_kernel  # BlackJAX's mala.build_kernel(), typed for float32 under x64
+    states = mala.MALAState(positions / scale, values, grads * scale)
+    last, info = _run_chains(keys, states, lambda k, state: kernel(k, state, whitened_logdensity, step_size),
+                             num_mcmc_steps)
+    return last.position * scale, info.acceptance_rate, jnp.full((positions.shape[0],), num_mcmc_steps, jnp.int32)
 
 
-def _hmc_move(keys: Array, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
-              num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+def _hmc_move(keys: Array, positions: Array, values: Array, grads: Array, logdensity: LogDensity,
+              step_size: Array, inverse_mass_matrix: Array, num_mcmc_steps: int,
+              num_integration_steps: int) -> tuple[Array, Array, Array]:
     """``num_mcmc_steps`` HMC steps (``num_integration_steps`` leapfrog steps, diagonal M⁻¹) per particle."""
-    step = partial(hmc.build_kernel(integrator=integrators.velocity_verlet), step_size=step_size,
-                   inverse_mass_matrix=inverse_mass_matrix, num_integration_steps=num_integration_steps)
-    update, _ = update_and_take_last(hmc.init, logdensity, step, num_mcmc_steps, positions.shape[0])
-    new_positions, info = update(keys, positions, {})
-    return new_positions, info.acceptance_rate, jnp.sum(info.num_integration_steps, axis=1).astype(jnp.int32)
+    kernel = hmc.build_kernel(integrator=integrators.velocity_verlet)
+    last, info = _run_chains(
+        keys, hmc.HMCState(positions, values, grads),
+        lambda k, state: kernel(k, state, logdensity, step_size, inverse_mass_matrix, num_integration_steps),
+        num_mcmc_steps)
+    return last.position, info.acceptance_rate, jnp.sum(info.num_integration_steps, axis=1).astype(jnp.int32)
 
 
 class InnerKernel(NamedTuple):
@@ -341,6 +384,7 @@ def tempered_smc(
     num_groups: int = 8,
     initial_step_size: float | None = None,
     num_integration_steps: int = 8,
+    preconditioner: str = "fisher",
 ) -> SMCResult:
     """Adaptive tempered SMC from exact reference draws to ``π_1 ∝ r·e^ℓ``, with ``log Z`` and its error.
 
@@ -368,6 +412,7 @@ def tempered_smc(
     initial_step_size: the first stage's step size in whitened units (default
         :func:`default_step_size`). Traced.
     num_integration_steps: leapfrog steps per HMC step. Static.
+    preconditioner: the rule of the diagonal inverse mass matrix, one of :data:`PRECONDITIONERS`. Static.
 
     Returns
     -------
@@ -386,6 +431,8 @@ def tempered_smc(
     """
     _validate(reference_logdensity, tilt, particles, kernel, num_mcmc_steps, target_ess, max_stages,
               num_groups, initial_step_size, num_integration_steps)
+    if preconditioner not in PRECONDITIONERS:
+        raise ValueError(f"preconditioner must be one of {PRECONDITIONERS}, got {preconditioner!r}")
     particles = jnp.asarray(particles)
     dtype = particles.dtype
     if initial_step_size is None:
@@ -394,7 +441,7 @@ def tempered_smc(
         rng_key, particles, jnp.asarray(target_ess, dtype), jnp.asarray(initial_step_size, dtype),
         reference_logdensity=reference_logdensity, tilt=tilt, kernel=kernel,
         num_mcmc_steps=int(num_mcmc_steps), max_stages=int(max_stages), num_groups=int(num_groups),
-        num_integration_steps=int(num_integration_steps))
+        num_integration_steps=int(num_integration_steps), preconditioner=preconditioner)
 
 
 def _tempered_logdensity(reference_logdensity: LogDensity, tilt: LogDensity, lam: Array) -> LogDensity:
@@ -410,7 +457,14 @@ def _next_lambda(tilt_values: Array, particles: Array, lam: Array, target_ess: A
     weights ``e^{δℓ}`` is ``target_ess·N`` (λ = 1 exactly once the largest increment is reached)."""
     dtype = particles.dtype
     max_delta = 1.0 - lam
-    delta = smc_ess.ess_solver(lambda _: tilt_values, particles, target_ess, max_delta, solver.dichotomy)
+    # BlackJAX's dichotomy mixes Python floats (its 0.0 start, its NaN) with our ends in lax.cond, whose
+    # branches must agree in type: solve in the default float dtype (float64 under jax_enable_x64, else
+    # float32, so float32 runs are unchanged); δ goes back to the particles' dtype below.
+    def dichotomy(fun, min_delta, max_delta):
+        solve_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+        return solver.dichotomy(fun, jnp.asarray(min_delta, solve_dtype), jnp.asarray(max_delta, solve_dtype))
+
+    delta = smc_ess.ess_solver(lambda _: tilt_values, particles, target_ess, max_delta, dichotomy)
     delta = jnp.clip(delta, 0.0, max_delta).astype(dtype)
     reached = delta >= max_delta
     next_lam = jnp.where(reached, jnp.ones((), dtype), lam + delta)
@@ -446,25 +500,48 @@ def _resample_within_groups(rng_key: PRNGKey, particles: Array, weights: Array) 
     return jnp.take_along_axis(grouped, indices[:, :, None], axis=1).reshape(num_particles, dim)
 
 
-def _inverse_mass_matrix_from_particles(particles: Array) -> Array:
-    """Step 4, tune: the diagonal M⁻¹ = the particles' variances (pooled over groups), floored at
-    ``_VARIANCE_FLOOR_EPS·eps`` times the largest so that no coordinate freezes."""
+#: The rules for the inner kernel's diagonal inverse mass matrix (step 4), by name: "fisher" (default),
+#: ``1 / mean_i (∂_d log π_λ(z_i))²``, the inverse of the particles' Fisher information, which for a Gaussian
+#: mode is its variance and which, unlike the variance, does not grow with the distance between separated
+#: modes; "variance", the particles' variances (pooled over modes, so too wide when there are several).
+PRECONDITIONERS = ("fisher", "variance")
+
+
+def _evaluate(logdensity: LogDensity, positions: Array) -> tuple[Array, Array]:
+    """``log π_λ`` (N,) and its gradient (N, D) at the particles, non-finite values as −inf and zero gradient
+    (one gradient evaluation per particle: it tunes the mass matrix and starts the inner kernel's state)."""
+    values, grads = jax.vmap(jax.value_and_grad(logdensity))(positions)
+    grads = jnp.where(jnp.isfinite(values)[:, None] & jnp.isfinite(grads), grads, 0.0)
+    return _finite_or_neg_inf(values), grads
+
+
+def _inverse_mass_matrix_from_particles(particles: Array, values: Array, grads: Array, rule: str) -> Array:
+    """Step 4, tune: the diagonal M⁻¹ (D,) from the resampled particles (pooled over groups), by ``rule``
+    (:data:`PRECONDITIONERS`); a coordinate whose Fisher information is zero falls back to its variance. Floored
+    at ``_VARIANCE_FLOOR_EPS·eps`` times the largest entry so that no coordinate freezes."""
     variance_floor = _VARIANCE_FLOOR_EPS * jnp.finfo(particles.dtype).eps
     variances = from_particles.particles_stds(particles) ** 2
+    if rule == "fisher":
+        finite = jnp.isfinite(values)[:, None]
+        fisher = jnp.sum(jnp.where(finite, grads**2, 0.0), axis=0) / jnp.maximum(jnp.sum(finite), 1)
+        variances = jnp.where(fisher > 0, 1.0 / jnp.where(fisher > 0, fisher, 1.0), variances)
     largest = jnp.max(variances)
     floor = variance_floor * jnp.where(largest > 0, largest, 1.0)
     return jnp.maximum(variances, floor)
 
 
-def _move(rng_key: PRNGKey, positions: Array, logdensity: LogDensity, step_size: Array, inverse_mass_matrix: Array,
-          kernel: str, num_mcmc_steps: int, num_integration_steps: int) -> tuple[Array, Array, Array]:
+def _move(rng_key: PRNGKey, positions: Array, values: Array, grads: Array, logdensity: LogDensity, step_size: Array,
+          inverse_mass_matrix: Array, kernel: str, num_mcmc_steps: int,
+          num_integration_steps: int) -> tuple[Array, Array, Array]:
     """Step 5, move: ``num_mcmc_steps`` π_λ-invariant steps of the inner kernel per particle.
 
-    positions (N, D) → new positions (N, D), the mean acceptance probability over all particles and
-    steps ``()`` (0 if NaN), gradient evaluations of the steps (N,) int32 (the kernel's init adds one more)."""
+    positions (N, D) with their ``values`` (N,) and ``grads`` (N, D) under π_λ → new positions (N, D), the mean
+    acceptance probability over all particles and steps ``()`` (0 if NaN), gradient evaluations of the steps
+    (N,) int32 (the one at the start, :func:`_evaluate`, is counted by the caller)."""
     keys = jax.random.split(rng_key, positions.shape[0])
     new_positions, acceptance, steps = INNER_KERNELS[kernel].move(
-        keys, positions, logdensity, step_size, inverse_mass_matrix, num_mcmc_steps, num_integration_steps)
+        keys, positions, values, grads, logdensity, step_size, inverse_mass_matrix, num_mcmc_steps,
+        num_integration_steps)
     mean_acceptance = jnp.nan_to_num(jnp.mean(acceptance), nan=0.0).astype(positions.dtype)
     return new_positions, mean_acceptance, steps
 
@@ -537,13 +614,16 @@ def _result(final: _Carry, reference_logdensity: LogDensity, tilt: LogDensity) -
 
 
 @jit_bounded(static_argnames=("reference_logdensity", "tilt", "kernel", "num_mcmc_steps", "max_stages",
-                               "num_groups", "num_integration_steps"))
+                               "num_groups", "num_integration_steps", "preconditioner"))
 def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array, initial_step_size: Array, *,
                            reference_logdensity: LogDensity, tilt: LogDensity, kernel: str, num_mcmc_steps: int,
-                           max_stages: int, num_groups: int, num_integration_steps: int) -> SMCResult:
+                           max_stages: int, num_groups: int, num_integration_steps: int,
+                           preconditioner: str = "fisher") -> SMCResult:
     """The compiled body of :func:`tempered_smc` (arguments already validated): a ``lax.while_loop`` over
     stages, each one the steps 1-5 of the module docstring and its record."""
     target_acceptance = TARGET_ACCEPTANCE[kernel]
+    # in the particles' dtype: a float64 value for float32 particles (x64) would change the loop's types
+    reference_logdensity, tilt = in_positions_dtype(reference_logdensity), in_positions_dtype(tilt)
     batched_tilt = jax.vmap(lambda z: _finite_or_neg_inf(tilt(z)))
 
     def stage(carry: _Carry) -> _Carry:
@@ -552,10 +632,12 @@ def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array
         lam, delta = _next_lambda(tilt_values, carry.particles, carry.lam, target_ess)
         ess_fraction, log_z_groups, weights = _reweight(tilt_values, delta, carry.log_z_groups)
         resampled = _resample_within_groups(key_resample, carry.particles, weights)
-        inverse_mass_matrix = _inverse_mass_matrix_from_particles(resampled)
+        logdensity = _tempered_logdensity(reference_logdensity, tilt, lam)
+        values, grads = _evaluate(logdensity, resampled)
+        inverse_mass_matrix = _inverse_mass_matrix_from_particles(resampled, values, grads, preconditioner)
         new_particles, mean_acceptance, steps = _move(
-            key_move, resampled, _tempered_logdensity(reference_logdensity, tilt, lam), carry.step_size,
-            inverse_mass_matrix, kernel, num_mcmc_steps, num_integration_steps)
+            key_move, resampled, values, grads, logdensity, carry.step_size, inverse_mass_matrix, kernel,
+            num_mcmc_steps, num_integration_steps)
         # Robbins–Monro step on log ε towards the target acceptance (module docstring).
         next_step_size = carry.step_size * jnp.exp(mean_acceptance - target_acceptance)
         return _record_stage(carry, key, lam, new_particles, log_z_groups, next_step_size, inverse_mass_matrix,
