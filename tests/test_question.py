@@ -41,7 +41,7 @@ def test_generate_and_a_one_cell_sweep_give_bit_identical_draws(kind):
     np.testing.assert_array_equal(swept.samples[0].logdensity, direct.logdensity)
 
 
-@pytest.mark.parametrize("kind", ["onehot", "integer"])
+@pytest.mark.parametrize("kind", [pytest.param("onehot", marks=pytest.mark.slow), "integer"])
 def test_batched_cells_ask_the_same_question_as_generate(kind):
     """Cells of a batched program sample the question generate samples (one-hot relaxation prior included),
     from the same starting points: equal draws up to float32 rounding of a different program."""

@@ -43,12 +43,13 @@ def test_condition_number_is_at_least_100():
     assert np.linalg.cond(GAUSSIAN_COV) >= 99.9
 
 
-def _hmc_slow(samplers):
-    """HMC's known-answer cases run with the slow tests (CI runs both); NUTS and ChEES cover it by default."""
-    return [pytest.param(s, marks=pytest.mark.slow) if s == "hmc" else s for s in sorted(samplers)]
+def _hmc_slow(samplers, also: str | None = None):
+    """HMC's known-answer cases (and ``also``'s) run with the slow tests (CI runs both); the other samplers of
+    the HMC family cover them by default."""
+    return [pytest.param(s, marks=pytest.mark.slow) if s in ("hmc", also) else s for s in sorted(samplers)]
 
 
-@pytest.mark.parametrize("sampler", _hmc_slow(SETTINGS))
+@pytest.mark.parametrize("sampler", _hmc_slow(SETTINGS, also="nuts"))
 def test_ill_conditioned_gaussian_moments(sampler):
     num_chains, num_warmup, num_samples, thin = SETTINGS[sampler]
     init = jax.random.normal(jax.random.key(1), (num_chains, DIM)) + GAUSSIAN_MEAN[None, :].astype(np.float32)
@@ -70,7 +71,7 @@ def banana_logdensity(x):
 BANANA_SETTINGS = {"hmc": (64, 1000), "nuts": (16, 3000), "chees": (128, 1000)}
 
 
-@pytest.mark.parametrize("sampler", _hmc_slow(BANANA_SETTINGS))
+@pytest.mark.parametrize("sampler", _hmc_slow(BANANA_SETTINGS, also="chees"))
 def test_banana_split_rhat(sampler):
     num_chains, num_samples = BANANA_SETTINGS[sampler]
     init = jax.random.normal(jax.random.key(3), (num_chains, 2))
@@ -82,6 +83,7 @@ def test_banana_split_rhat(sampler):
     mc_check_mean(result.positions, np.array([0.0, 1.0]))
 
 
+@pytest.mark.slow
 def test_linear_regression_fixed_label_closed_form():
     """Probing paper, Appendix A: with a least-squares model ŷ(x) = ξ·x + b, the fixed-label
     probe G(x) = ½(ŷ(x) − w)² and the Gaussian N(x̄, S) fitted to the data as prior, the

@@ -173,6 +173,7 @@ def _linear_gaussian_case():
     return decoder, probe, temperature, mean, covariance, (matrix, offset)
 
 
+@pytest.mark.slow
 def test_pushforward_linear_decoder_gives_closed_form_gaussian():
     decoder, probe, temperature, mean, covariance, (matrix, offset) = _linear_gaussian_case()
     result = latent.generate(4, probe, decoder, temperature=temperature, latent_dim=3, num_chains=64,

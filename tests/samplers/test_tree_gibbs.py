@@ -225,7 +225,8 @@ def _grid_posterior(model, prior, tau, half_width=8.0, points=1201):
     return weight, grid, mean, (weight[:, None] * centered).T @ centered
 
 
-@pytest.mark.parametrize("scan, prior_moves", [pytest.param("systematic", (), marks=_SLOW), ("random", None)])
+@pytest.mark.parametrize("scan, prior_moves", [pytest.param("systematic", (), marks=_SLOW),
+                                                     pytest.param("random", None, marks=_SLOW)])
 def test_interaction_tree_with_correlated_prior_matches_quadrature(scan, prior_moves):
     """A depth-2 tree over both features, full-covariance Gaussian prior: the 1-D conditionals come from the
     precision matrix; cell masses, means and covariance against a 1201² grid. Pure Gibbs sweeps, and random
@@ -353,7 +354,8 @@ def _importance_means(model, prior, num_classes, count=400_000):
                                         pytest.param("random_forest", "iris", marks=_SLOW),
                                         pytest.param("gradient_boosting", "breast_cancer", marks=_SLOW),
                                         ("gradient_boosting", "iris"),
-                                        ("xgboost", "breast_cancer"), pytest.param("xgboost", "iris", marks=_SLOW)])
+                                        pytest.param("xgboost", "breast_cancer", marks=_SLOW),
+                                        pytest.param("xgboost", "iris", marks=_SLOW)])
 def test_reconstruct_with_sklearn_and_xgboost_ensembles_matches_importance_sampling(kind, data):
     """Decision tree, random forest, gradient boosting (binary and multi-class) and XGBoost (binary and
     multi-class) through ``reconstruct``: each class's mean within 4 MC errors (ESS) of importance sampling."""

@@ -7,6 +7,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxprobe
 from jaxprobe.probes import Probe
@@ -26,6 +27,7 @@ def test_one_cell_weight_axis_is_generate_with_the_number():
     assert (jnp.float32(2.0) * Probe(_quadratic))(jnp.zeros(2)) == 4.0
 
 
+@pytest.mark.slow
 def test_string_and_engine_static_axes_select_what_they_name():
     """Python sweep: a string probe axis (which model), an engine static axis (sampler, num_chains) and a list
     axis each select what they name. Every axis is static, so each cell is its own run and equals generate of
