@@ -74,6 +74,7 @@ def _demo(arguments: argparse.Namespace) -> int:
           f"{result['sampler']} (acceptance {result['mean_acceptance_rate']:.2f}, "
           f"max R-hat {result['max_rhat']:.3f}, min bulk ESS {result['min_ess_bulk']:.0f})")
     print(f"Probe samples within 0.1 of the decision boundary: {probe['fraction_within_0.1_of_boundary']:.1%} "
+          f"± {probe['fraction_within_0.1_of_boundary_mcse']:.1%} "
           f"(training data: {probe['data_fraction_within_0.1_of_boundary']:.1%})")
     print(f"Wrote {arguments.out}/samples.npz, summary.json, plot.png in {result['seconds']:.1f} s")
     return EXIT_OK

@@ -104,6 +104,9 @@ def run_demo(out_dir: str = "jaxprobe-demo", *, seed: int = 0, num_chains: int =
     probabilities = np.asarray(predict(jnp.asarray(draws)))
     data_probabilities = np.asarray(predict(jnp.asarray(z_train)))
     summary = samples.summary()
+    # The answer's numbers with their Monte-Carlo standard errors (sd/sqrt(ESS) of each function's values).
+    mean_probability = samples.expectation(lambda x: mlp_probability(params, x))
+    near_boundary = samples.expectation(lambda x: jnp.abs(mlp_probability(params, x) - 0.5) < 0.1)
     result = {
         "task": "prediction-risky probe of an MLP trained on sklearn breast_cancer (label 1 = malignant)",
         "temperature": temperature,
@@ -116,8 +119,10 @@ def run_demo(out_dir: str = "jaxprobe-demo", *, seed: int = 0, num_chains: int =
         "step_size_median": float(np.median(samples.step_size)),
         "num_nonfinite_proposals": int(samples.num_nonfinite.sum()),
         "probe_output": {
-            "mean_probability": float(probabilities.mean()),
-            "fraction_within_0.1_of_boundary": float(np.mean(np.abs(probabilities - 0.5) < 0.1)),
+            "mean_probability": float(mean_probability.mean),
+            "mean_probability_mcse": float(mean_probability.mcse),
+            "fraction_within_0.1_of_boundary": float(near_boundary.mean),
+            "fraction_within_0.1_of_boundary_mcse": float(near_boundary.mcse),
             "data_fraction_within_0.1_of_boundary": float(np.mean(np.abs(data_probabilities - 0.5) < 0.1)),
         },
         "max_rhat": float(np.max(summary.rhat)),

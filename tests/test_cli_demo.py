@@ -25,6 +25,12 @@ def test_cli_demo_writes_samples_summary_and_plot(tmp_path, capsys, monkeypatch)
     # The prediction-risky probe concentrates samples at the decision boundary, unlike the data.
     probe = summary["probe_output"]
     assert probe["fraction_within_0.1_of_boundary"] > 0.5 > probe["data_fraction_within_0.1_of_boundary"]
+    # each number with its Monte-Carlo standard error: at least the iid error of all 32 x 60 draws' mean, at most
+    # the error of 32 independent draws (every chain's draws one value)
+    share = probe["fraction_within_0.1_of_boundary"]
+    assert (np.sqrt(share * (1 - share) / (32 * 60)) * 0.5 < probe["fraction_within_0.1_of_boundary_mcse"]
+            < np.sqrt(share * (1 - share) / 32) * 2)
+    assert 0 < probe["mean_probability_mcse"] < 0.1 and "±" in printed
     assert summary["test_accuracy"] > 0.9
     samples = jaxprobe.Samples.load(out / "samples.npz")
     assert samples.positions.shape == (32, 60, 30)
