@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-__all__ = ["results_dir", "source_root", "scripts"]
+__all__ = ["results_dir", "source_root", "scripts", "write_results"]
 
 
 def source_root() -> pathlib.Path | None:
@@ -31,6 +31,19 @@ def results_dir() -> str:
     root = source_root()
     return str(root / "benchmarks" / "results") if root is not None else os.path.join(os.getcwd(),
                                                                                       "jaxprobe-bench-results")
+
+
+def write_results(out: str, name: str, result: dict, markdown: str) -> None:
+    """Write ``out/NAME.json`` (``result``, every number) and ``out/NAME.md`` (``markdown``, the tables), each
+    atomically, creating ``out`` if needed."""
+    import json
+
+    from jaxprobe._io import atomic_write
+
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, f"{name}.json"), lambda f: f.write(json.dumps(result, indent=2) + "\n"),
+                 binary=False)
+    atomic_write(os.path.join(out, f"{name}.md"), lambda f: f.write(markdown), binary=False)
 
 
 def scripts() -> dict[str, str]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import sys
@@ -42,8 +41,7 @@ import numpy as np
 from scipy.stats import beta, norm
 
 import jaxprobe
-from jaxprobe._io import atomic_write
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import results_dir, write_results
 from jaxprobe.bench.smc import BUMP_LOG_Z, bumps_loss
 from jaxprobe.engine import estimates
 from jaxprobe.probes import Probe
@@ -238,10 +236,7 @@ def main(argv=None) -> dict:
         "truth": {"mcmc": dict(zip(NAMES, TRUTH.tolist())), "smc_share": 0.8, "smc_log_z": BUMP_LOG_Z},
         "total_seconds": time.perf_counter() - started, "rows": rows,
     }
-    os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, "calibration.json"), lambda f: f.write(json.dumps(result, indent=2) + "\n"),
-                 binary=False)
-    atomic_write(os.path.join(out, "calibration.md"), lambda f: f.write(markdown(result)), binary=False)
+    write_results(out, "calibration", result, markdown(result))
     log(f"wrote {out}/calibration.json and calibration.md ({result['total_seconds']:.0f} s)")
     return result
 

@@ -46,10 +46,9 @@ import numpy as np
 from scipy.special import ndtr
 from scipy.stats import norm
 
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import results_dir, write_results
 import jaxprobe
 from jaxprobe import datasets, probes
-from jaxprobe._io import atomic_write
 from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
 from jaxprobe.quadrature import SquareGrid, total_variation, total_variation_floor
@@ -254,9 +253,7 @@ def main(argv=None) -> dict:
         "smc_options": SMC_OPTIONS, "total_seconds": time.perf_counter() - started,
         "load_average": tuple(round(v, 1) for v in os.getloadavg()), "questions": record,
     }
-    os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, "smc.json"), lambda f: f.write(json.dumps(result, indent=2) + "\n"), binary=False)
-    atomic_write(os.path.join(out, "smc.md"), lambda f: f.write(markdown(result)), binary=False)
+    write_results(out, "smc", result, markdown(result))
     log(f"wrote {out}/smc.json and smc.md ({result['total_seconds']:.0f} s)")
     return result
 

@@ -58,8 +58,7 @@ from blackjax.smc.base import extend_params
 from scipy.stats import multivariate_normal
 
 import jaxprobe
-from jaxprobe._io import atomic_write
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import results_dir, write_results
 from jaxprobe.engine.smc import tempered_smc
 
 RESULTS = results_dir()
@@ -305,10 +304,7 @@ def main(argv=None) -> dict:
               "jax": jax.__version__, "blackjax": blackjax.__version__, "jaxprobe": jaxprobe.__version__,
               "seeds": args.seeds, "particles": num_particles, "variants": JAXPROBE_VARIANTS,
               "total_seconds": time.perf_counter() - started, "questions": record}
-    os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, "smc_peers.json"), lambda f: f.write(json.dumps(result, indent=2) + "\n"),
-                 binary=False)
-    atomic_write(os.path.join(out, "smc_peers.md"), lambda f: f.write(markdown(result)), binary=False)
+    write_results(out, "smc_peers", result, markdown(result))
     log(f"wrote {out}/smc_peers.json ({result['total_seconds']:.0f} s)")
     return result
 
