@@ -55,6 +55,9 @@ def test_gpu_benchmark_tiny_mode_records_every_field(tmp_path):
     fit = result["largest_fit"]
     assert _positive(fit["largest_num_chains"]) and fit["stopped_by"]
     assert fit["largest_num_chains"] >= max(row["num_chains"] for row in rows["mala"])
+    sampled = result["sample"]  # what users call: sample(keep_draws=False) against the limit
+    assert sampled and all(_positive(r["ratio_to_limit"]) and _positive(r["chain_steps_per_second"]) for r in sampled)
+    assert all(0.0 < r["acceptance"] <= 1.0 for r in sampled)
     sweep = result["sweep"]
     assert sweep["cells"] >= 2 and sweep["statuses"] and "error" not in sweep["statuses"]
     for field in ("seconds", "chain_steps_per_second", "num_compilations"):

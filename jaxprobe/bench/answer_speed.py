@@ -956,7 +956,11 @@ def _summary_section(results: dict[str, Any]) -> list[str]:
 def markdown(results: dict[str, Any]) -> str:
     """The report of a run, one part per section, from the results JSON alone (``--render`` writes it again)."""
     sections = (_header_section, _mala_table, _phases_table, _verdict_share_table, _samplers_section,
-                _memory_section, _keep_draws_section, _mcse_spread_table, _summary_section)
+                _memory_section)
+    if results.get("keep_draws") is not None:  # a partial run (e.g. a GPU session cut at its time limit) has none
+        sections += (_keep_draws_section, _mcse_spread_table)
+    if results.get("summary") is not None:
+        sections += (_summary_section,)
     return "\n".join(line for section in sections for line in section(results))
 
 

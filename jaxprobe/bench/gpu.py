@@ -418,6 +418,64 @@ def sweep_part(config: Config, G, device) -> dict:
             "chain_steps_per_second_with_compile": chain_steps / seconds, "device_memory": device_memory(device)}
 
 
+def sample_part(logdensity, device, chain_counts: tuple[int, ...], num_samples: int, repetitions: int) -> list[dict]:
+    """What users call at GPU scale: ``jaxprobe.sample(sampler="mala", keep_draws=False, observables={"x": x})``
+    end to end (fixed step size, no warmup, the streamed verdict included; second and later calls timed) against
+    the limit doing the same ``num_samples`` transitions at the same C, alternating, minimum over repetitions.
+    Target of issue 23: ≥ 5·10^8 chain-steps/s at C ≥ 2^20 within 1.10× the limit."""
+    out = []
+    for num_chains in chain_counts:
+        try:
+            limit = limit_row(logdensity, num_chains, num_samples, initial_positions(num_chains))
+            x0 = initial_positions(num_chains)
+            options = dict(sampler="mala", num_samples=num_samples, num_warmup=0, step_size=STEP_SIZE,
+                           keep_draws=False, observables={"x": lambda x: x}, progress=False)
+
+            def call(seed):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    samples = jaxprobe.sample(seed, logdensity, x0, **options)
+                    jax.block_until_ready(samples.observables["x"].mean)
+                return samples, [str(w.message)[:200] for w in caught]
+
+            tick = time.perf_counter()
+            samples, caught = call(0)
+            first = time.perf_counter() - tick
+            limit.loop(1)
+            sample_times, limit_times = [], []
+            for repetition in range(repetitions):
+                order = (0, 1) if repetition % 2 == 0 else (1, 0)
+                for which in order:
+                    if which == 0:
+                        tick = time.perf_counter()
+                        samples, caught = call(repetition + 1)
+                        sample_times.append(time.perf_counter() - tick)
+                    else:
+                        limit_times.append(limit.loop(1))
+            chain_steps = num_chains * num_samples
+            row = {"num_chains": num_chains, "num_samples": num_samples, "first_call_seconds": first,
+                   "sample_seconds": min(sample_times), "limit_seconds": min(limit_times),
+                   "sample_times": sample_times, "limit_times": limit_times,
+                   "chain_steps_per_second": chain_steps / min(sample_times),
+                   "limit_chain_steps_per_second": chain_steps / min(limit_times),
+                   "ratio_to_limit": min(sample_times) / min(limit_times),
+                   "acceptance": float(np.mean(np.asarray(samples.acceptance_rate))),
+                   "verdict_converged": bool(samples.verdict.converged), "warnings": caught,
+                   "device_memory": device_memory(device)}
+            out.append(row)
+            log(f"sample(keep_draws=False) C={num_chains}: {row['chain_steps_per_second']:.3g} chain-steps/s, "
+                f"ratio to the limit {row['ratio_to_limit']:.2f}")
+            del limit, samples
+        except Exception as error:  # noqa: BLE001 - out of memory ends this part, anything else is raised
+            if not is_out_of_memory(error):
+                raise
+            out.append({"num_chains": num_chains, "out_of_memory": f"{type(error).__name__}: {str(error)[:300]}"})
+            break
+        finally:
+            gc.collect()
+    return out
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -485,6 +543,23 @@ def markdown(result: dict) -> str:
                       f"{s['chain_steps_per_second']:.3g} chain-steps/s without compile "
                       f"({s['chain_steps_per_second_with_compile']:.3g} with); cell statuses {s['statuses']}; device "
                       f"peak {_bytes(s['device_memory'] and s['device_memory'].get('peak_bytes_in_use'))}."]
+    sampled = result.get("sample") or []
+    if sampled:
+        lines += ["", "**What users call**: `jaxprobe.sample(sampler=\"mala\", keep_draws=False, observables={\"x\": x})`"
+                      " end to end (fixed step size, no warmup, the streamed verdict included; second and later calls)"
+                      " against the limit doing the same transitions, alternating, minimum. Target: ≥ 5·10^8 "
+                      "chain-steps/s at C ≥ 2^20 within 1.10× the limit.", "",
+                  "| C | draws | sample s | limit s | ratio | sample chain-steps/s | first call s | acceptance | "
+                  "verdict converged | device peak |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: |"]
+        for r in sampled:
+            if "out_of_memory" in r:
+                lines.append(f"| {r['num_chains']:,} | out of memory: {r['out_of_memory'][:120]} |||||||||")
+                continue
+            peak = r["device_memory"] and r["device_memory"].get("peak_bytes_in_use")
+            lines.append(f"| {r['num_chains']:,} | {r['num_samples']:,} | {r['sample_seconds']:.3f} | "
+                         f"{r['limit_seconds']:.3f} | {r['ratio_to_limit']:.2f} | {r['chain_steps_per_second']:.3g} | "
+                         f"{r['first_call_seconds']:.1f} | {r['acceptance']:.3f} | {r['verdict_converged']} | "
+                         f"{_bytes(peak)} |")
     memory = result["device_memory_end"]
     lines += ["", f"Device memory at the end: {json.dumps(memory) if memory else 'not reported by this platform'}. "
                   f"Total time {result['total_seconds']:.0f} s.", ""]
@@ -502,6 +577,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--record", action="store_true", help="with --cpu-tiny: write into the results folder")
     parser.add_argument("--out", default=None, help=f"output folder (default {RESULTS})")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--chains", default=None, help="comma-separated chain counts of the table (default 4^0..4^10)")
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds for the table (default 420)")
+    parser.add_argument("--search-up-to", type=int, default=None, help="largest C tried by the fit search")
+    parser.add_argument("--sample-chains", default=None,
+                        help="comma-separated C of the sample(keep_draws=False) part (default 2^18,2^20; tiny: 8)")
+    parser.add_argument("--sample-draws", type=int, default=None, help="draws per sample() call (default 1000)")
     parser.add_argument("--full-on-cpu", action="store_true",
                         help="run the full sizes even without an accelerator (default: the tiny sizes on a CPU)")
     args = parser.parse_args(argv)
@@ -510,6 +591,16 @@ def main(argv=None) -> dict:
         log("no accelerator (jax.devices() are CPUs): running the --cpu-tiny sizes; --full-on-cpu to override")
         args.tiny = True
     config = TINY if args.tiny else FULL
+    if args.chains:
+        chains = tuple(int(c) for c in args.chains.split(","))
+        config = dataclasses.replace(config, chains=chains, smc_chains=tuple(c for c in chains if c >= 16))
+    if args.time_budget is not None:
+        config = dataclasses.replace(config, time_budget=args.time_budget)
+    if args.search_up_to is not None:
+        config = dataclasses.replace(config, search_up_to=args.search_up_to)
+    sample_chains = (tuple(int(c) for c in args.sample_chains.split(",")) if args.sample_chains
+                     else (8,) if args.tiny else (2**18, 2**20))
+    sample_draws = args.sample_draws or (20 if args.tiny else 1000)
     # A smoke run writes to a scratch folder, unless asked (--record) or given one ($JAXPROBE_BENCH_RESULTS, as
     # `jaxprobe bench` and the tests set it).
     scratch = args.tiny and not args.record and not os.environ.get("JAXPROBE_BENCH_RESULTS")
@@ -535,6 +626,7 @@ def main(argv=None) -> dict:
     else:
         fit = {"largest_num_chains": largest_table, "tried": [],
                "stopped_by": "out of memory in the table" if part["out_of_memory"] else "no MALA row ran"}
+    sampled = sample_part(logdensity, device, sample_chains, sample_draws, config.repetitions)
     sweep = None if args.no_sweep else sweep_part(config, G, device)
     if sweep:
         log(f"sweep: {sweep['seconds']:.1f} s ({sweep['compile_seconds']:.1f} s compiling), "
@@ -547,7 +639,7 @@ def main(argv=None) -> dict:
         "jax": jax.__version__, "jaxprobe": jaxprobe.__version__, "tiny": args.tiny,
         "config": dataclasses.asdict(config), "target": {"dim": DIM, "hidden": HIDDEN, "temperature": TEMPERATURE,
                                                          "step_size": STEP_SIZE},
-        "smc_options": SMC_OPTIONS, "throughput": part, "largest_fit": fit, "sweep": sweep,
+        "smc_options": SMC_OPTIONS, "throughput": part, "largest_fit": fit, "sample": sampled, "sweep": sweep,
         "device_memory_end": device_memory(device), "total_seconds": time.perf_counter() - started,
         "load_average": tuple(round(v, 1) for v in os.getloadavg()),
     }
