@@ -23,18 +23,42 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["working_dtype", "position_dtype", "as_float_array", "as_positions", "check_number", "check_int",
            "is_table"]
 
 
+# JAX is imported where it is needed, not with this module: jaxprobe.config checks numbers of a file with
+# check_int / check_number, and the command line answers schema errors without JAX (tests/test_cli_startup.py).
+# A value can be a JAX array or tracer only once JAX was imported, so the checks look for it in sys.modules.
+
+
+def _jax_array_types() -> tuple[type, ...]:
+    """(np.ndarray, jax.Array) once JAX is imported, else (np.ndarray,)."""
+    jax = sys.modules.get("jax")
+    return (np.ndarray,) if jax is None else (np.ndarray, jax.Array)
+
+
+def _is_tracer(value: Any) -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(value, jax.core.Tracer)
+
+
+def _is_float_dtype(dtype: Any) -> bool:
+    """A floating dtype, including ml_dtypes' bfloat16 and friends (which NumPy's issubdtype does not know)."""
+    import jax.numpy as jnp
+
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
 def working_dtype() -> np.dtype:
     """float64 when ``jax_enable_x64`` is on, else float32: the dtype JAX gives a float64 NumPy array."""
+    import jax
+
     return np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)
 
 
@@ -46,7 +70,7 @@ def position_dtype(dtype: Any) -> np.dtype:
         return working_dtype()
     if dtype == np.float32:
         return dtype
-    if jnp.issubdtype(dtype, jnp.floating):  # float16, bfloat16: too coarse to sample in
+    if _is_float_dtype(dtype):  # float16, bfloat16: too coarse to sample in
         return np.dtype(np.float32)
     return working_dtype()
 
@@ -88,7 +112,7 @@ def _table_to_numpy(value: Any, name: str) -> np.ndarray:
 
 def _as_numeric(value: Any, name: str) -> np.ndarray:
     """``value`` as a NumPy array of integers or floats (any float width), or a TypeError naming ``name``."""
-    if isinstance(value, jax.core.Tracer):
+    if _is_tracer(value):
         raise TypeError(f"{name} must be a concrete array here, got a traced value (inside jit/vmap)")
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be numeric, got the string {value!r}")
@@ -103,7 +127,7 @@ def _as_numeric(value: Any, name: str) -> np.ndarray:
     except (TypeError, ValueError) as error:  # ragged lists
         raise ValueError(f"{name} must be a rectangular array of numbers: {error}") from None
     dtype = array.dtype
-    if dtype.kind in "iu" or (dtype.kind == "f") or jnp.issubdtype(dtype, jnp.floating):
+    if dtype.kind in "iu" or (dtype.kind == "f") or _is_float_dtype(dtype):
         return array
     what = {"b": "bools", "c": "complex numbers", "U": "strings", "S": "strings", "O": "Python objects",
             "M": "dates", "m": "time differences"}.get(dtype.kind, f"dtype {dtype}")
@@ -144,6 +168,8 @@ def as_positions(positions: Any, name: str = "initial_positions") -> Any:
     a nested list, or a pytree of arrays sharing the chain axis; each leaf becomes a NumPy/JAX array of
     :func:`position_dtype`. Leaves that are not arrays are left for the engine to name; values are not
     checked here (the engine reports non-finite chains by index)."""
+    import jax
+
     if is_table(positions) or _is_nested_numbers(positions):
         return as_float_array(positions, name, finite=False, dtype="positions")
 
@@ -169,9 +195,8 @@ def _real_scalar(value: Any, name: str) -> Any:
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    if isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer) \
-            and np.shape(value) == () and (np.dtype(value.dtype).kind in "iuf"
-                                           or jnp.issubdtype(value.dtype, jnp.floating)):
+    if isinstance(value, _jax_array_types()) and not _is_tracer(value) \
+            and np.shape(value) == () and (np.dtype(value.dtype).kind in "iuf" or _is_float_dtype(value.dtype)):
         item = np.asarray(value).item()
         return int(item) if isinstance(item, numbers.Integral) else float(item)
     shown = f"the string {value!r}" if isinstance(value, (str, bytes)) else type(value).__name__
@@ -210,8 +235,8 @@ def check_int(value: Any, name: str, minimum: int | None = None, maximum: int | 
     ``ValueError`` (below ``minimum`` or above ``maximum``) naming ``name``."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an int, got the bool {value!r}")
-    if isinstance(value, (np.ndarray, jax.Array)) and np.shape(value) == () \
-            and np.dtype(value.dtype).kind in "iu" and not isinstance(value, jax.core.Tracer):
+    if isinstance(value, _jax_array_types()) and np.shape(value) == () \
+            and np.dtype(value.dtype).kind in "iu" and not _is_tracer(value):
         value = int(np.asarray(value).item())
     if not isinstance(value, numbers.Integral):
         shown = f"the string {value!r}" if isinstance(value, (str, bytes)) else type(value).__name__

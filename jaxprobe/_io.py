@@ -36,7 +36,22 @@ __all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json", "Cor
 class CorruptFileError(ValueError):
     """A file jaxprobe wrote does not verify (a checksum, a shape, its header or its format is wrong): it is
     damaged, and nothing read from it is used. ``path``: the file; ``problem``: what is wrong; ``remedy``:
-    what to do."""
+    what to do.
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> samples.save("draws.npz")
+    >>> with open("draws.npz", "wb") as file:                  # damage the file
+    ...     _ = file.write(b"not a samples file")
+    >>> try:
+    ...     jaxprobe.Samples.load("draws.npz")
+    ... except jaxprobe.CorruptFileError as error:
+    ...     print(error.path, "|", error.remedy)
+    draws.npz | Nothing was loaded from it: save the samples again, or rerun what made them
+    """
 
     def __init__(self, path: Any, problem: str, remedy: str):
         self.path, self.problem, self.remedy = os.fspath(path), problem, remedy
@@ -45,7 +60,26 @@ class CorruptFileError(ValueError):
 
 class CorruptFileWarning(UserWarning):
     """A damaged file was found and worked around (draws redone, a sweep cell run again): the result equals
-    an undamaged run's; the warning names the file and what was redone."""
+    an undamaged run's; the warning names the file and what was redone.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> kwargs = dict(num_samples=500, num_warmup=200, progress=False, checkpoint="run.npz")
+    >>> init = prior.sample(jax.random.key(0), 4, (2,))
+    >>> first = jaxprobe.sample(jax.random.key(1), prior, init, **kwargs)
+    >>> draws = np.load("run.npz.draws/position.npy", mmap_mode="r+")   # (draw, chain, dim), as stored
+    >>> draws[0, 0, 0] += 1.0                                             # damage one stored draw
+    >>> draws.flush(); del draws
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     again = jaxprobe.sample(jax.random.key(1), prior, init, **kwargs)   # resume: verify, redo
+    >>> [w.category.__name__ for w in caught], bool(np.array_equal(again.positions, first.positions))
+    (['CorruptFileWarning'], True)
+    """
 
 
 def crc32(array: Any) -> int:

@@ -61,7 +61,11 @@ def _resumable(command: str, kept: str, work):
 
 def _demo(arguments: argparse.Namespace) -> int:
     from jaxprobe.demo import run_demo
+    from jaxprobe.engine.registry import known_kernels  # the demo's log density suits every engine kernel
 
+    if arguments.sampler not in known_kernels():  # a usage error (exit 2), before the demo trains its model
+        raise ValueError(f"argument --sampler: invalid choice {arguments.sampler!r} (choose from "
+                         f"{', '.join(known_kernels())})")
     result = run_demo(arguments.out, seed=arguments.seed, num_chains=arguments.chains,
                       num_samples=arguments.samples, num_warmup=arguments.warmup,
                       temperature=arguments.temperature, sampler=arguments.sampler,
@@ -90,10 +94,11 @@ def _validate(arguments: argparse.Namespace) -> int:
     """Every check ``run`` / ``sweep`` make before sampling: the file, its meaning, the data and models of every
     static grid combination, the output folder."""
     from jaxprobe.config import load_config
-    from jaxprobe.sweeps.from_config import check_config
 
     config = load_config(arguments.config, sweep=None)
     _check_output_folder(arguments.out or config.sections["output"]["dir"])
+    from jaxprobe.sweeps.from_config import check_config  # JAX: after the file's syntax and schema are checked
+
     check_config(config)
     cells = 1
     for values in config.grid.values():
@@ -130,7 +135,11 @@ def _run(arguments: argparse.Namespace) -> int:
     if summary["log_evidence"] is not None:
         _say(arguments, f"log evidence (share of the prior's mass that answers the question, log scale): "
                         f"{summary['log_evidence']:.3f} ± {summary['log_evidence_se']:.3f}")
+    if (summary.get("precision") or {}).get("note"):  # what a [precision] run spent and reached
+        _say(arguments, summary["precision"]["note"])
     verdict = summary["verdict"]
+    if verdict.get("mcse_warning"):  # said even with --quiet: the error bars above cannot be trusted
+        print(f"warning: the ± errors cannot be trusted: {verdict['mcse_warning']}", file=sys.stderr)
     if verdict["converged"]:
         checks = summary.get("verdict_checks")
         _say(arguments, "verdict: converged" + (f" ({checks})" if checks else ""))
@@ -199,6 +208,10 @@ def _sweep(arguments: argparse.Namespace) -> int:
         print(f"{len(unconverged)} of {len(result.rows)} cells did not converge (status 'unconverged' in "
               f"results.csv; the 'problems' column says why), e.g. {unconverged[0]['cell']}: "
               f"{unconverged[0]['problems']}", file=sys.stderr)
+    flagged = [row for row in result.rows if row.get("mcse_warning")]
+    if flagged:  # said even with --quiet: the ± errors of these cells cannot be trusted
+        print(f"warning: the ± errors of {len(flagged)} of {len(result.rows)} cells cannot be trusted (column "
+              f"'mcse_warning' of results.csv): {flagged[0]['mcse_warning']}", file=sys.stderr)
     return EXIT_FAILED if failed or (unconverged and arguments.strict) else EXIT_OK
 
 
@@ -213,6 +226,12 @@ def _sweep_plot(config, result, out: str) -> None:
     x_axis = "temperature" if "temperature" in numeric else numeric[0]
     others = [n for n in names if n != x_axis]
     plot_sweep(os.path.join(out, "probe_mean.png"), result.rows, x_axis, group_by=others[0] if others else None)
+    finished = [row for row in result.rows if row["status"] != "error"]
+    for name in config.sections["output"]["observables"]:  # each scalar observable, with its ±1.96 MCSE error bars
+        column = f"observable_{name}"
+        if name != "probe" and finished and all(isinstance(row.get(column), (int, float)) for row in finished):
+            plot_sweep(os.path.join(out, f"{column}.png"), result.rows, x_axis, y=column,
+                       group_by=others[0] if others else None)
 
 
 def find_benchmarks(root: str | None = None) -> dict[str, str]:
@@ -285,6 +304,18 @@ def _bench(arguments: argparse.Namespace) -> int:
     return status
 
 
+def _benchmark(arguments: argparse.Namespace) -> int:
+    """``jaxprobe benchmark``: samplers on targets with known answers (:func:`jaxprobe.benchmark.compare`), the
+    report saved in ``--out`` (also when interrupted: exit 130 after saving)."""
+    from jaxprobe.benchmark.command import run
+
+    status, markdown = run(arguments)
+    if not arguments.quiet:
+        print(markdown)
+    _say(arguments, f"report in {arguments.out}" + (" (interrupted: the rows measured so far)" if status else ""))
+    return status
+
+
 def _add_config_command(commands: Any, name: str, handler: Callable[[argparse.Namespace], int], *, help: str,
                         out_help: str) -> None:
     """``jaxprobe run`` / ``jaxprobe sweep``: a TOML file, ``--out``, ``--quiet`` and ``--strict``."""
@@ -313,10 +344,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=int, default=400, help="kept draws per chain")
     demo.add_argument("--warmup", type=int, default=400)
     demo.add_argument("--temperature", type=float, default=0.01)
-    from jaxprobe.engine.registry import known_kernels  # the demo's log density suits every engine kernel
-
-    demo.add_argument("--sampler", default="chees", choices=known_kernels(),
-                      help=f"one of {', '.join(known_kernels())} (default chees)")
+    # Checked by _demo against the engine's registry (the parser imports no JAX: --help answers at once).
+    demo.add_argument("--sampler", default="chees",
+                      help="an engine kernel, one of jaxprobe.engine.known_kernels() (default chees)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar or messages (the results are on file)")
     # The spelling before --quiet was shared by every subcommand; still accepted, not advertised.
     demo.add_argument("--no-progress", dest="quiet", action="store_true", help=argparse.SUPPRESS)
@@ -345,20 +375,36 @@ def _parser() -> argparse.ArgumentParser:
                             "folder, printed at the end")
     bench.set_defaults(handler=_bench, extra=[])
     bench.epilog = "Arguments after -- go to every benchmark script, e.g. jaxprobe bench sweep -- --cells 16"
+
+    benchmark = commands.add_parser("benchmark", help="compare samplers on targets with known answers: throughput, "
+                                                      "ESS, bias (jaxprobe.benchmark.compare)")
+    benchmark.add_argument("--samplers", default="mala,hmc,nuts,chees,smc,blackjax-nuts,numpyro-nuts",
+                           help="comma-separated jaxprobe sampler names and the peers blackjax-nuts, numpyro-nuts "
+                                "(default: all of these)")
+    benchmark.add_argument("--targets", default="all", help="comma-separated built-in target names, or all (default)")
+    benchmark.add_argument("--chains", default="4", help="comma-separated chain counts per seed, e.g. 64,4096")
+    benchmark.add_argument("--seeds", type=int, default=5, help="independent runs per row (default 5)")
+    benchmark.add_argument("--warmup", type=int, default=500, help="warmup steps per chain (default 500)")
+    benchmark.add_argument("--samples", type=int, default=500, help="kept draws per chain (default 500)")
+    benchmark.add_argument("--key", type=int, default=0, help="the seed every run derives its keys from")
+    benchmark.add_argument("--out", default="jaxprobe-benchmark", help="folder for samplers.json/.md and the plots")
+    benchmark.add_argument("--no-plot", action="store_true", help="write no figures")
+    benchmark.add_argument("--quiet", action="store_true", help="no progress bar, no table printed")
+    benchmark.set_defaults(handler=_benchmark)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``jaxprobe`` command; returns the exit code (see the module docstring)."""
-    from jaxprobe.config import ConfigError
-
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = []
     if argv[:1] == ["bench"] and "--" in argv:  # jaxprobe bench [names] -- <arguments for the scripts>
         extra = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
-    arguments = parser.parse_args(argv)
+    arguments = parser.parse_args(argv)  # --help and usage errors exit here, having imported nothing but argparse
+    from jaxprobe.config import ConfigError
+
     if arguments.command == "bench":
         arguments.extra = extra
     try:

@@ -25,12 +25,23 @@ A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe swee
     keep_draws = true              # false: keep no draw (memory O(chains x d)); the answer uses the observables
     observables = ["predicted_class", "features"]   # built-ins, averaged as the chains run
 
+    [precision]                    # optional, `jaxprobe run` only: ask for an error bar, not a run size
+    target = "disagree"            # "probe", "log_evidence" (smc) or one of [output] observables (or its answer field)
+    mcse = 0.01                    # runs of num_chains chains are added until the target's MCSE is at most this
+    max_chains = 1024              # the budget (a multiple of num_chains; default 16 x num_chains)
+
     [sweep.grid]                   # only for `jaxprobe sweep`: "section.key" = [values]
     "sampler.temperature" = [0.01, 0.1, 1.0]
     "probe.alpha" = [0.3, 0.5, 0.7]
 
 Observables are named built-ins (a file is data, never code): see
 :data:`jaxprobe.sweeps.from_config.OBSERVABLES` for each one and the probes and tasks it is defined for.
+
+``[precision]`` is ``generate(..., precision=...)`` (:func:`jaxprobe.generate`) for ``jaxprobe run``: independent
+runs of ``num_chains`` chains (independent SMC systems or MCMC runs) are pooled until the target's Monte-Carlo
+standard error is at most ``mcse`` or ``max_chains`` chains are spent (then a ``PrecisionWarning`` names the
+budget that would reach it); the summary's ``precision`` says what was spent and reached. Such a run is not
+checkpointed.
 
 Every key is checked before anything runs: an unknown key, a wrong type, a
 missing data set or an impossible value raises :class:`ConfigError` naming the
@@ -46,8 +57,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from jaxprobe._inputs import check_int, check_number
-from jaxprobe.engine.numerics import MODES as NUMERICS_MODES
-from jaxprobe.engine.registry import known_samplers, make_kernel, whole_run_sampler
 
 try:
     import tomllib
@@ -58,7 +67,7 @@ except ImportError:  # pragma: no cover - Python 3.10: the same parser as the to
         tomllib = None
 
 __all__ = ["ConfigError", "Config", "load_config", "parse_config", "SCHEMA", "BATCHED_KEYS", "PROBE_TYPES",
-           "MODEL_KINDS", "OBSERVABLES", "BuiltinObservable", "observables_for"]
+           "MODEL_KINDS", "OBSERVABLES", "BuiltinObservable", "observables_for", "precision_observable"]
 
 PROBE_TYPES = ("model_contrast", "prediction_risky", "parameter_sensitive", "fixed_label")
 #: Model kinds fitted with scikit-learn on the training split (trees are piecewise constant:
@@ -70,7 +79,6 @@ CLASSIFIER_ONLY = ("logistic_regression",)
 REGRESSOR_ONLY = ("linear_regression", "ridge")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "identity")
 OUTPUTS = ("sigmoid", "softmax", "identity")
-SAMPLERS = known_samplers(whole_run=True)  # the registry (engine kernels and whole-run samplers; _is_sampler reads it at check time)
 #: Sweep axes that become a batched (vmapped) cell axis of one compiled program; others compile per value.
 BATCHED_KEYS = ("sampler.temperature", "sampler.seed", "sampler.step_size", "probe.alpha", "probe.target",
                 "localize.weight", "localize.anchor")
@@ -145,12 +153,26 @@ def observables_for(probe_type: str, task: str) -> tuple[str, ...]:
     -------
     tuple of str
         Names of :data:`OBSERVABLES`, in its order.
+
+    Examples
+    --------
+    >>> observables_for("model_contrast", "binary")
+    ('probe', 'features', 'predicted_class', 'model_output', 'disagree')
     """
     return tuple(name for name, spec in OBSERVABLES.items() if probe_type in spec.probes and task in spec.tasks)
 
 
 class ConfigError(ValueError):
-    """A configuration file that cannot run, with the key, the expected form and the line."""
+    """A configuration file that cannot run, with the key, the expected form and the line.
+
+    Examples
+    --------
+    >>> try:
+    ...     parse_config('[data]' + chr(10) + 'name = "iris"')
+    ... except ConfigError as error:
+    ...     print(error)
+    <config>: file: missing section [model]
+    """
 
 
 @dataclass(frozen=True)
@@ -193,9 +215,10 @@ def _string(v: Any) -> bool:
     return isinstance(v, str) and bool(v)
 
 
-def _is_sampler(v: Any) -> bool:
-    """A sampler name of the engine's registry, read when the file is checked (so registered samplers count)."""
-    return isinstance(v, str) and v in known_samplers(whole_run=True)
+# Keys whose values the engine names (a sampler of its registry, a numerics mode) are strings in the schema and
+# checked against the engine by _check_engine_names, after every JAX-free check: the schema checks import no JAX,
+# so `jaxprobe validate` answers a typo at once (tests/test_cli_startup.py).
+_ENGINE_NAMED = ("sampler.name", "sampler.numerics")
 
 
 def _table(v: Any) -> bool:
@@ -253,8 +276,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                     _one_of(("standard_normal", "none")), "standard_normal"),
     },
     "sampler": {
-        "name": Key(f"a registered sampler: {', '.join(SAMPLERS)} or one added by jaxprobe.register_sampler",
-                    _is_sampler, "mala"),
+        "name": Key("a registered sampler (jaxprobe.engine.known_samplers(whole_run=True)) or one added by "
+                    "jaxprobe.register_sampler", _string, "mala"),
         "num_chains": Key("an int >= 1", _int_at_least(1), 64),
         "num_samples": Key("an int >= 1", _int_at_least(1), 200),
         "num_warmup": Key("an int >= 0", _int_at_least(0), 200),
@@ -267,7 +290,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "options": Key("a table of the sampler's options, e.g. { num_integration_steps = 20 } for hmc", _table, {}),
         "numerics": Key("\"reproducible\" (bit-identical across device counts) or \"fast\" (plain jax.random and "
                         "reductions); default: reproducible on CPU, fast on GPU/TPU",
-                        _one_of(NUMERICS_MODES)),
+                        _string),
     },
     "output": {
         "dir": Key("a folder path", _string, "jaxprobe-out"),
@@ -277,6 +300,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "observables; no samples_original_units.npz)", lambda v: isinstance(v, bool), True),
         "observables": Key("a list of built-in observable names (jaxprobe.sweeps.from_config.OBSERVABLES), e.g. "
                            "[\"disagree\", \"predicted_class\"]", _string_list, []),
+    },
+    "precision": {
+        "target": Key("\"probe\" (G(x)), \"log_evidence\" (sampler smc) or a name of [output] observables (or "
+                      "its answer field, e.g. \"fraction_of_samples_where_models_disagree\" for \"disagree\")",
+                      _string, required=True),
+        "mcse": Key("a number > 0: the Monte-Carlo standard error to reach", _positive, required=True),
+        "max_chains": Key("an int >= 1: the most chains to spend, a multiple of [sampler] num_chains (default 16 x "
+                          "num_chains)", _int_at_least(1)),
     },
     "sweep": {
         "grid": Key("a table of \"section.key\" = [values]", _table, required=True),
@@ -322,7 +353,27 @@ class _Lines:
 @dataclass(frozen=True)
 class Config:
     """A validated configuration: ``sections`` (defaults filled in), the sweep ``grid`` (``{"section.key":
-    [values]}``, empty for a single run), and where it came from."""
+    [values]}``, empty for a single run), and where it came from.
+
+    Examples
+    --------
+    >>> text = '''
+    ... [data]
+    ... name = "iris"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... num_chains = 8
+    ... num_samples = 100
+    ... temperature = 0.1
+    ... '''
+    >>> config = parse_config(text)
+    >>> sorted(config.sections)[:4], config.grid                     # a single run: no grid
+    (['constraints', 'data', 'model', 'output'], {})
+    """
 
     sections: dict[str, dict[str, Any]]
     grid: dict[str, list[Any]]
@@ -351,7 +402,29 @@ def _memory_bytes() -> float:
 
 def load_config(path: str | os.PathLike, *, sweep: bool | None = False) -> Config:
     """Read and validate a TOML file; ``sweep=True`` requires a ``[sweep.grid]`` table, ``False`` refuses one,
-    ``None`` takes the file as it is (a sweep when it has a ``[sweep]`` section)."""
+    ``None`` takes the file as it is (a sweep when it has a ``[sweep]`` section).
+
+    Examples
+    --------
+    >>> text = '''
+    ... [data]
+    ... name = "iris"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... num_chains = 8
+    ... num_samples = 100
+    ... temperature = 0.1
+    ... '''
+    >>> with open("run.toml", "w") as file:
+    ...     _ = file.write(text + '[sweep.grid]' + chr(10) + '"sampler.temperature" = [0.01, 0.1]' + chr(10))
+    >>> config = load_config("run.toml", sweep=True)                 # jaxprobe sweep run.toml
+    >>> config.grid, config.path
+    ({'sampler.temperature': [0.01, 0.1]}, 'run.toml')
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file")
@@ -372,7 +445,31 @@ def load_config(path: str | os.PathLike, *, sweep: bool | None = False) -> Confi
 
 def parse_config(text: str, *, path: str | None = None, sweep: bool | None = False) -> Config:
     """Validate the TOML ``text`` (see the module docstring; ``sweep`` as for :func:`load_config`); raises
-    :class:`ConfigError`."""
+    :class:`ConfigError`.
+
+    Examples
+    --------
+    >>> text = '''
+    ... [data]
+    ... name = "iris"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... num_chains = 8
+    ... num_samples = 100
+    ... temperature = 0.1
+    ... '''
+    >>> config = parse_config(text)
+    >>> config.sections["sampler"]["name"], config.sections["sampler"]["num_warmup"]   # defaults filled in
+    ('mala', 200)
+    >>> parse_config(text.replace("num_chains", "num_chain"))        # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    jaxprobe.config.ConfigError: <config>:10: [sampler] num_chain: unknown key; expected one of name, num_chains, ...
+    """
     where = path or "<config>"
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise ConfigError("reading configuration files needs Python >= 3.11 (tomllib) or `pip install tomli`")
@@ -393,6 +490,9 @@ def parse_config(text: str, *, path: str | None = None, sweep: bool | None = Fal
             raise fail("output", "plots", "plots need the draws: set keep_draws = true or plots = false")
         output["plots"] = False  # left at its default: no features.png without draws
 
+    if sweep and "precision" in sections:
+        raise fail("precision", None, "[precision] is for `jaxprobe run` (one probe, runs added until the error is "
+                                      "reached); a sweep's cells have the run size [sampler] gives")
     _check_meaning(sections, grid, fail)
     return Config(sections, grid, path)
 
@@ -468,7 +568,7 @@ def _checked_grid(sections: dict[str, dict[str, Any]], fail: _Fail) -> dict[str,
         if "." not in dotted:
             raise fail(*section_key, "an axis is named \"section.key\", e.g. \"sampler.temperature\"")
         section, key = dotted.split(".", 1)
-        if section in ("sweep", "output") or section not in SCHEMA or key not in SCHEMA[section]:
+        if section in ("sweep", "output", "precision") or section not in SCHEMA or key not in SCHEMA[section]:
             raise fail(*section_key, "names no configurable key; axes are \"section.key\" of "
                                      "[data], [model], [compare], [probe], [localize], [constraints], [prior] "
                                      "or [sampler]")
@@ -509,9 +609,11 @@ def _check_meaning(sections: dict[str, dict[str, Any]], grid: dict[str, list[Any
     _check_grid_axes_are_read(sections, grid, values, fail)
     _check_loss(sections["probe"], values, fail)
     _check_grid_has_no_tables(grid, fail)
+    _check_engine_names(sections, grid, values, fail)
     _check_samplers(sections, values, fail)
     widest = _check_fixed_features(sections, values, fail)
     _check_observables(sections, grid, fail, values)
+    _check_precision(sections, fail)
     _check_draws_fit_in_memory(sections, values, widest, fail)
     if sections["constraints"]["fixed"] and "localize" not in sections:
         raise fail("constraints", "fixed", "fixed features are held at the anchor's values: add a [localize] "
@@ -590,8 +692,30 @@ def _check_grid_has_no_tables(grid: dict[str, list[Any]], fail: _Fail) -> None:
         raise fail("sweep.grid", "sampler.numerics", "numerics is not a grid axis: set it once in [sampler] numerics")
 
 
+def _check_engine_names(sections: dict[str, dict[str, Any]], grid: dict[str, list[Any]],
+                        values: Callable[[str], list[Any]], fail: _Fail) -> None:
+    """[sampler] name: a sampler of the engine's registry (read now, so registered samplers count); numerics: one of
+    the engine's modes. The first check that imports JAX (see _ENGINE_NAMED)."""
+    from jaxprobe import samplers  # noqa: F401  registers the whole-run samplers
+    from jaxprobe.engine.numerics import MODES
+    from jaxprobe.engine.registry import known_samplers
+
+    known = {"sampler.name": (known_samplers(whole_run=True), "a registered sampler: {} or one added by "
+                                                              "jaxprobe.register_sampler"),
+             "sampler.numerics": (MODES, "one of {}")}
+    for dotted in _ENGINE_NAMED:
+        names, expected = known[dotted]
+        for index, value in enumerate(values(dotted)):
+            if value is not None and value not in names:
+                where = ("sweep.grid", dotted) if dotted in grid else tuple(dotted.split("."))
+                what = f"value {index} must be" if dotted in grid else "must be"
+                raise fail(*where, f"{what} {expected.format(', '.join(names))}, got {value!r}")
+
+
 def _check_samplers(sections: dict[str, dict[str, Any]], values: Callable[[str], list[Any]], fail: _Fail) -> None:
     """Each sampler takes the [sampler] options, and no gradient-based sampler meets a piecewise constant model."""
+    from jaxprobe.engine.registry import make_kernel, whole_run_sampler
+
     for name in values("sampler.name"):  # each sampler's options, checked as sample() checks sampler_options
         try:
             if whole_run_sampler(name) is not None:  # a whole-run sampler (jaxprobe.samplers) checks its own
@@ -673,3 +797,43 @@ def _check_observables(sections, grid, fail, values) -> None:
                                                     f"sweep's observables are one function of x for every cell "
                                                     f"(leave {name!r} out, or run one sweep per {dotted}); "
                                                     f"\"probe\" is folded in per cell")
+
+
+def precision_observable(target: str) -> str:
+    """The observable a ``[precision] target`` names: itself (``"probe"``, ``"log_evidence"``, an observable name),
+    or the built-in observable whose answer field it is (``"fraction_of_samples_where_models_disagree"`` →
+    ``"disagree"``, :data:`OBSERVABLES`).
+
+    Examples
+    --------
+    >>> precision_observable("fraction_of_samples_where_models_disagree"), precision_observable("probe")
+    ('disagree', 'probe')
+    """
+    fields = {spec.answer: name for name, spec in OBSERVABLES.items() if spec.answer}
+    return fields.get(target, target)
+
+
+def _check_precision(sections: dict[str, dict[str, Any]], fail: _Fail) -> None:
+    """``[precision]``: a target the run estimates with an error (G(x), log Z after SMC, a listed observable or its
+    answer field) and a budget of whole runs of ``[sampler] num_chains`` chains, as ``generate`` checks it."""
+    precision = sections.get("precision")
+    if precision is None:
+        return
+    from jaxprobe.engine.registry import known_sampler_starts_at_target
+
+    sampler = sections["sampler"]
+    target = precision_observable(precision["target"])
+    listed = sections["output"]["observables"]
+    if target == "log_evidence":
+        if not known_sampler_starts_at_target(sampler["name"]):
+            raise fail("precision", "target", f"\"log_evidence\" is estimated by sampler \"smc\" only, and [sampler] "
+                                              f"name is {sampler['name']!r}")
+    elif target != "probe" and target not in listed:
+        hint = f" (add {target!r} to [output] observables)" if target in OBSERVABLES else ""
+        raise fail("precision", "target", f"{precision['target']!r} is not estimated by this run{hint}: expected "
+                                          f"\"probe\", \"log_evidence\" or one of [output] observables {listed}")
+    max_chains = precision.get("max_chains")
+    if max_chains is not None and (max_chains < sampler["num_chains"] or max_chains % sampler["num_chains"]):
+        raise fail("precision", "max_chains", f"must be a multiple of [sampler] num_chains = {sampler['num_chains']} "
+                                              f"(whole runs are added), got {max_chains}")
+

@@ -77,6 +77,15 @@ class Box(ValueObject):
     ``frame.min()``). ``indices`` restricts the bounds to some features (then ``low``/``high``
     are given for those only). Samples lie strictly inside; a starting point may lie ON a
     bound (the bounds are closed for ``init``: see :data:`BOUND_INIT_OFFSET`).
+
+    Examples
+    --------
+    >>> box = restriction([Box(-1.0, 1.0)], dim=2)          # both features in [−1, 1]
+    >>> x = box.forward(jnp.array([0.0, 100.0]))             # any z maps inside the box
+    >>> bool(abs(x[0]) < 1e-6 and 0.99 < x[1] <= 1.0)
+    True
+    >>> restriction([Box(0.0, jnp.inf, indices=[1])], dim=2).num_free   # one-sided, on feature 1 only
+    2
     """
 
     low: Any
@@ -86,7 +95,14 @@ class Box(ValueObject):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Fixed(ValueObject):
-    """Immutable features: ``x[indices] = values`` in every sample."""
+    """Immutable features: ``x[indices] = values`` in every sample.
+
+    Examples
+    --------
+    >>> immutable = restriction([Fixed([0], [2.5])], dim=3)  # feature 0 is 2.5 in every sample
+    >>> immutable.num_free, immutable.forward(jnp.zeros(2)).tolist()
+    (2, [2.5, 0.0, 0.0])
+    """
 
     indices: Any
     values: Any
@@ -99,6 +115,13 @@ class OneHot(ValueObject):
     ``concentration``: α > 0, a scalar or ``(K,)``; the relaxed point gets the
     Dirichlet(α) density on the simplex (α = 1: flat; α < 1 favours the vertices,
     i.e. relaxed inputs close to real one-hot vectors).
+
+    Examples
+    --------
+    >>> colour = restriction([OneHot([0, 1, 2])], dim=3)     # features 0-2: one categorical, 3 levels
+    >>> x = colour.forward(jnp.zeros(colour.num_free))
+    >>> colour.num_free, [round(float(v), 3) for v in x], round(float(x.sum()), 3)   # on the simplex
+    (2, [0.333, 0.333, 0.333], 1.0)
     """
 
     columns: Any
@@ -113,6 +136,12 @@ class Integer(ValueObject):
     the value is rounded in original units and reported as
     ``(round(x_std·scale + mean) − mean)/scale``. Rounding stays inside the
     feature's bounds (the nearest integer inside them).
+
+    Examples
+    --------
+    >>> counts = restriction([Integer([1])], dim=2)          # feature 1 is a count
+    >>> counts.num_free, counts.is_relaxed
+    (2, True)
     """
 
     indices: Any
@@ -197,6 +226,17 @@ class Restriction:
     groups), ``groups`` (column arrays of the sampled one-hot groups),
     ``num_free`` (dimension of z), ``low`` / ``high`` per feature,
     ``integer_indices`` (features reported rounded).
+
+    Examples
+    --------
+    >>> r = Restriction([Box(-1.0, 1.0), Fixed([2], [0.5])], dim=3)
+    >>> r.num_free                                            # z has the 2 free features
+    2
+    >>> x = r.forward(jnp.array([0.3, -0.2]))                # z ↦ x: in the box, feature 2 fixed
+    >>> bool(jnp.all(jnp.abs(x[:2]) < 1.0)), float(x[2])
+    (True, 0.5)
+    >>> bool(jnp.allclose(r.inverse(np.asarray(x)), jnp.array([0.3, -0.2]), atol=1e-5))   # and back
+    True
     """
 
     def __init__(self, constraints: Sequence[Any], dim: int):
@@ -555,7 +595,14 @@ class Restriction:
 class ConstraintList(list):
     """A list of constraints that also states the number of features ``dim`` (what :func:`from_dataset`
     returns), so that ``generate(probe, constraints=from_dataset(data))`` needs neither ``init`` nor ``dim``.
-    Otherwise a plain list; adding a list to it keeps ``dim``."""
+    Otherwise a plain list; adding a list to it keeps ``dim``.
+
+    Examples
+    --------
+    >>> bounds = ConstraintList([Box(-3.0, 3.0)], dim=4)     # says how many features the data have
+    >>> bounds.dim, len(bounds)
+    (4, 1)
+    """
 
     def __init__(self, items: Sequence[Any] = (), dim: int | None = None):
         super().__init__(items)
@@ -573,7 +620,13 @@ class ConstraintList(list):
 
 
 def restriction(constraints: Any, dim: int) -> Restriction:
-    """A :class:`Restriction` from ``None``, one constraint, or a list of them."""
+    """A :class:`Restriction` from ``None``, one constraint, or a list of them.
+
+    Examples
+    --------
+    >>> restriction(None, dim=3).is_identity, restriction(Box(-1.0, 1.0), dim=3).num_free
+    (True, 3)
+    """
     if constraints is None:
         constraints = []
     elif isinstance(constraints, _KNOWN):
@@ -600,6 +653,17 @@ def from_dataset(dataset: Any, *, standardized: bool = True, immutable: Sequence
 
     ``standardized``: the model's inputs are ``dataset.standardize(x)`` (bounds,
     fixed values and rounding are converted); otherwise original units.
+
+    Examples
+    --------
+    >>> from jaxprobe import datasets
+    >>> data = datasets.credit()                             # continuous, integer and one-hot features
+    >>> bounds = from_dataset(data)                          # in standardized units, the data's range
+    >>> bounds.dim, sorted({type(c).__name__ for c in bounds})
+    (15, ['Box', 'Integer', 'OneHot'])
+    >>> anchor = data.standardize(data.x)[0]                 # a counterfactual keeps this row's Age
+    >>> [type(c).__name__ for c in from_dataset(data, immutable=["Age"], anchor=anchor)].count("Fixed")
+    1
     """
     if bounds not in ("range", None):
         raise ValueError(f"bounds must be 'range' or None, got {bounds!r}")

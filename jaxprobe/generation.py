@@ -24,9 +24,10 @@ from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.estimates import MCSEWarning
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.registry import whole_run_sampler
-from jaxprobe.engine.verdict import check_policy
+from jaxprobe.engine.verdict import check_policy, groups_warning
 from jaxprobe.engine.verdict import report as verdict_report
 from jaxprobe.question import Question
+from jaxprobe import samplers as _whole_run_samplers  # noqa: F401  registers the whole-run samplers for generate
 
 __all__ = ["generate", "answer", "PrecisionWarning", "pool_runs"]
 
@@ -135,6 +136,20 @@ def generate(
         ``positions`` ``(chain, draw, d)`` in data space, every constraint met
         exactly (one-hot groups and integers as ``report`` says); ``logdensity`` is that of the
         unconstrained z (it includes the log-Jacobian).
+
+    Examples
+    --------
+    >>> from jaxprobe import priors, probes
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))    # a classifier of 2 features
+    >>> risky = probes.prediction_risky(model, alpha=0.5)               # G(x) = |f(x) − ½|²
+    >>> samples = jaxprobe.generate(jax.random.key(0), risky, temperature=0.01, num_chains=8,
+    ...                             num_samples=200, num_warmup=200, sampler="chees",
+    ...                             prior=priors.StandardNormal(), dim=2, progress=False)
+    >>> samples.positions.shape, samples.verdict.converged
+    ((8, 200, 2), True)
+    >>> estimate = samples.expectation(model)                           # the inputs it is unsure about
+    >>> bool(abs(estimate.mean - 0.5) < 0.02)
+    True
     """
     refuse_traced("jaxprobe.generate", rng_key=rng_key, temperature=temperature, init=init)
     rng_key = canonicalize_key(rng_key)
@@ -251,7 +266,20 @@ class _InDataSpace:
 # --- precision: add independent runs until the answer's Monte-Carlo standard error reaches a target ---------
 
 class PrecisionWarning(UserWarning):
-    """``generate(..., precision=...)`` spent its budget before the MCSE reached the target."""
+    """``generate(..., precision=...)`` spent its budget before the MCSE reached the target.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from jaxprobe import probes
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     samples = generate(jax.random.key(0), probes.localize(jnp.zeros(2)), temperature=1.0, num_chains=4,
+    ...                        num_samples=50, num_warmup=50, dim=2, progress=False, convergence="ignore",
+    ...                        precision={"target": lambda x: x[0], "mcse": 1e-4, "max_chains": 8})
+    >>> [w.category.__name__ for w in caught], samples.num_chains    # 8 chains could not reach an MCSE of 1e-4
+    (['PrecisionWarning'], 8)
+    """
 
 
 #: Budget of ``precision`` when ``max_chains`` is not given, in multiples of ``num_chains``.
@@ -355,8 +383,9 @@ def _answer_to_precision(rng_key: Any, question: Question, precision: dict[str, 
                       f"{precision['max_chains']} chains ({gradients:,} gradient evaluations); {advice}",
                       PrecisionWarning, stacklevel=3)
     verdict = pooled.verdict
-    if verdict is not None:
-        verdict = dataclasses.replace(verdict, notes=tuple(verdict.notes) + (note,))
+    if verdict is not None:  # the pooled runs' SMC groups are behind the pooled errors (enough of them: no warning)
+        verdict = dataclasses.replace(verdict, notes=tuple(verdict.notes) + (note,), num_groups=pooled.num_groups,
+                                      mcse_warning=groups_warning(pooled.num_groups))
     return dataclasses.replace(pooled, verdict=verdict)
 
 

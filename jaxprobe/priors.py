@@ -44,6 +44,12 @@ class GaussianMixtureForm(NamedTuple):
     ``flat``: no density, uniform on the box (the Gaussian fields are then placeholders); ``low``, ``high``
     ``(d,)``: the prior's support (±inf where unbounded). Given the other features, one feature of one
     component is then a 1-D Gaussian: mean ``x_j − Λ_j·(x − μ)/Λ_jj``, variance ``1/Λ_jj``.
+
+    Examples
+    --------
+    >>> form = StandardNormal().mixture_form(2)              # N(0, I₂): one component
+    >>> form.means.shape, form.precisions.shape, form.flat
+    ((1, 2), (1, 2, 2), False)
     """
 
     log_weights: np.ndarray
@@ -77,7 +83,13 @@ class GaussianMixtureForm(NamedTuple):
 class MixtureFormPrior(Protocol):
     """A prior that can write itself as a Gaussian mixture or a flat box: ``mixture_form(dim) ->``
     :class:`GaussianMixtureForm` (a ValueError when it does not fit ``dim`` features). Exact coordinate-wise
-    samplers (the tree-ensemble Gibbs sampler, :mod:`jaxprobe.samplers`) sample the priors that implement it."""
+    samplers (the tree-ensemble Gibbs sampler, :mod:`jaxprobe.samplers`) sample the priors that implement it.
+
+    Examples
+    --------
+    >>> isinstance(StandardNormal(), MixtureFormPrior), isinstance(NoPrior(), MixtureFormPrior)
+    (True, True)
+    """
 
     def mixture_form(self, dim: int) -> GaussianMixtureForm: ...
 
@@ -87,6 +99,14 @@ class StandardNormal(ValueObject):
     """N(0, I) on every coordinate of a position (array or pytree): log p = −½|x|² − (D/2) log 2π.
 
     ``event_shape`` is only needed by :meth:`sample`.
+
+    Examples
+    --------
+    >>> prior = StandardNormal()
+    >>> round(float(prior(jnp.zeros(2))), 4)                 # −log 2π at the origin in 2-D
+    -1.8379
+    >>> prior.sample(jax.random.key(0), 3, (2,)).shape         # 3 chains' starting points
+    (3, 2)
     """
 
     event_shape: tuple[int, ...] | None = None
@@ -111,7 +131,16 @@ class StandardNormal(ValueObject):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DiagonalGaussian(ValueObject):
-    """N(mean, diag(scale²)), ``mean`` and ``scale`` of shape ``(D,)`` (scale > 0)."""
+    """N(mean, diag(scale²)), ``mean`` and ``scale`` of shape ``(D,)`` (scale > 0).
+
+    Examples
+    --------
+    >>> prior = DiagonalGaussian(jnp.array([1.0, -1.0]), jnp.array([0.5, 2.0]))
+    >>> round(float(prior(jnp.array([1.0, -1.0]))), 4)       # at the mean: −log 2π − log(0.5·2)
+    -1.8379
+    >>> prior == DiagonalGaussian(jnp.array([1.0, -1.0]), jnp.array([0.5, 2.0]))   # compared by value
+    True
+    """
 
     mean: Any
     scale: Any
@@ -145,7 +174,14 @@ class DiagonalGaussian(ValueObject):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Gaussian(ValueObject):
-    """N(mean, covariance) with a full ``(D, D)`` symmetric positive-definite covariance."""
+    """N(mean, covariance) with a full ``(D, D)`` symmetric positive-definite covariance.
+
+    Examples
+    --------
+    >>> prior = Gaussian(jnp.zeros(2), jnp.array([[1.0, 0.5], [0.5, 1.0]]))
+    >>> round(float(prior(jnp.zeros(2))), 4)                 # −log 2π − ½ log det Σ
+    -1.694
+    """
 
     mean: Any
     covariance: Any
@@ -193,6 +229,12 @@ class UniformBox(ValueObject):
     are rejected (and counted as non-finite). To sample a bounded space
     efficiently, map an unconstrained space onto the box with a bijection
     (``jaxprobe.constraints``) instead.
+
+    Examples
+    --------
+    >>> prior = UniformBox(jnp.zeros(2), 2.0 * jnp.ones(2))
+    >>> float(prior(jnp.array([0.5, 0.5]))), float(prior(jnp.array([3.0, 0.5])))   # log(1/area) inside; −inf outside
+    (-1.3862943649291992, -inf)
     """
 
     low: Any
@@ -229,7 +271,13 @@ class UniformBox(ValueObject):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NoPrior(ValueObject):
-    """The flat (improper) prior: log p = 0. The target must then be normalizable by itself."""
+    """The flat (improper) prior: log p = 0. The target must then be normalizable by itself.
+
+    Examples
+    --------
+    >>> float(NoPrior()(jnp.ones(3)))
+    0.0
+    """
 
     def __call__(self, x: ArrayTree) -> Array:
         leaves = jax.tree_util.tree_leaves(x)

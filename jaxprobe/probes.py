@@ -73,6 +73,14 @@ class Probe:
     ``fn(x) == head(*(model(x) for model in models))`` (``prediction_risky``, ``fixed_label`` without
     ``param_dist`` and ``model_contrast`` set them, sums and multiples keep them); samplers that exploit
     the models' structure (the tree-ensemble Gibbs sampler of :mod:`jaxprobe.samplers`) read them. None: unknown.
+
+    Examples
+    --------
+    >>> squared_norm = Probe(lambda x: x @ x, "squared_norm")
+    >>> float(squared_norm(jnp.ones(2))), float((2.0 * squared_norm + 1.0 * squared_norm)(jnp.ones(2)))
+    (2.0, 6.0)
+    >>> squared_norm
+    Probe(squared_norm)
     """
 
     def __init__(self, fn: Callable[[Array], Array], name: str = "probe", *, models: Any = None,
@@ -141,7 +149,15 @@ class Probe:
 
 
 def as_probe(value: Any, what: str = "probe") -> Probe:
-    """A ``Probe`` from a ``Probe``, a callable, or the number 0 (so ``sum([...])`` works)."""
+    """A ``Probe`` from a ``Probe``, a callable, or the number 0 (so ``sum([...])`` works).
+
+    Examples
+    --------
+    >>> as_probe(lambda x: x @ x)
+    Probe(<lambda>)
+    >>> as_probe(0)                                           # so that sum([...]) of probes works
+    Probe(0)
+    """
     if isinstance(value, Probe):
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == 0:
@@ -240,6 +256,14 @@ def model_contrast(model: Callable, other: Callable, *, loss: str = "cross_entro
         paper's ``exp(−(y1 − y2)²)`` (Appendix D, Fig. 8), summed over outputs.
     from_logits
         Model outputs are logits (softmax / sigmoid applied here).
+
+    Examples
+    --------
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))   # P(y = 1 | x), 2 features
+    >>> other = lambda x: jax.nn.sigmoid(x @ jnp.array([-1.0, 2.0]))
+    >>> disagree = model_contrast(model, other)                 # small where the two models disagree
+    >>> bool(disagree(jnp.array([1.0, -1.0])) < disagree(jnp.array([1.0, 1.0])))
+    True
     """
     _check_model(model, "model")
     _check_model(other, "other")
@@ -273,6 +297,13 @@ def prediction_risky(model: Callable, alpha: Any = 0.5, *, r: float = 2,
     range's edge, not at α). Default: ``(0, 1)`` for a model that says it gives probabilities
     (``model.output == "probabilities"``, as ``from_sklearn`` models do), else unchecked;
     pass ``output_range=(0, 1)`` for a plain function returning probabilities.
+
+    Examples
+    --------
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))   # P(y = 1 | x), 2 features
+    >>> risky = prediction_risky(model, alpha=0.5)             # G(x) = (f(x) − ½)²
+    >>> float(risky(jnp.array([0.5, 1.0]))), round(float(risky(jnp.array([3.0, 0.0]))), 4)   # undecided; sure
+    (0.0, 0.2475)
     """
     _check_model(model, "model")
     check_number(r, "r", minimum=1.0, finite=False)  # checked, not converted: r=2 stays an integer power
@@ -360,6 +391,13 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     ``Σ (y(x) − y′)²``). With ``param_dist`` given, ``model`` is ``apply_fn(params, x)``
     and the loss is averaged over the parameter draws (the q(θ) form of Eq. 7).
     Counterfactuals: add ``localize(anchor)`` and ask for the other label.
+
+    Examples
+    --------
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))   # P(y = 1 | x), 2 features
+    >>> label_one = fixed_label(model, 1)                      # G(x) = cross-entropy of f(x) against y′ = 1
+    >>> round(float(label_one(jnp.array([3.0, 0.0]))), 4), round(float(label_one(jnp.array([-3.0, 0.0]))), 4)
+    (0.0025, 6.0025)
     """
     _check_model(model, "model")
     _check_choice("loss", loss, CLASSIFICATION_LOSSES)
@@ -437,6 +475,15 @@ def localize(anchor: Any, weights: Any = None, *, r: float = 2) -> Probe:
 
     ``weights`` ``(d,)`` (default ones) must be ≥ 0: a weight of 0 frees a feature,
     a large weight pins it softly (use ``constraints.Fixed`` to pin it exactly).
+
+    Examples
+    --------
+    >>> near = localize(jnp.array([1.0, 1.0]))                # R(x) = |x − a|²
+    >>> float(near(jnp.array([1.0, 3.0])))
+    4.0
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))
+    >>> fixed_label(model, 1) + 0.1 * near                    # a counterfactual near a: a sum of probes
+    Probe((fixed_label[cross_entropy] + 0.1 * localize[r=2]))
     """
     # A traced anchor or weights (e.g. a sweep's grid axis) are checked when R is evaluated: NaN if invalid.
     traced_anchor, traced_weights = _is_traced(anchor), _is_traced(weights)

@@ -246,6 +246,8 @@ class Question:
     dim
         d, when nothing else states it (see :func:`infer_dim`).
 
+    Notes
+    -----
     Two questions with equal probe functions, temperatures, priors and restrictions are equal and
     hash alike, so the engine's compiled programs are reused when the same question is asked again,
     also with new but equal objects written inline (``prior=DiagonalGaussian(m, s)``,
@@ -253,6 +255,24 @@ class Question:
     :mod:`jaxprobe.probes` compare by value (arrays by dtype, shape and content), models and functions
     of your own by identity, and a traced temperature or parameter only to itself
     (:func:`jaxprobe._values.value_key`).
+
+    Examples
+    --------
+    >>> from jaxprobe import constraints, priors, probes
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))
+    >>> question = jaxprobe.Question(probes.prediction_risky(model, alpha=0.5), 0.01, priors.StandardNormal(),
+    ...                              constraints=[constraints.Box(-3.0, 3.0)], dim=2)
+    >>> question.dim, question.num_free
+    (2, 2)
+    >>> z = question.initial_positions(jax.random.key(0), 4)  # 4 chains' starts on the unconstrained z
+    >>> x = jax.vmap(question.to_data)(z)                    # z ↦ x (one position each) in the box
+    >>> z.shape, x.shape, bool(jnp.all(jnp.abs(x) <= 3.0))
+    ((4, 2), (4, 2), True)
+    >>> bool(jnp.isfinite(question.logdensity(z[0])))          # the density the engine samples, on z
+    True
+    >>> question == jaxprobe.Question(probes.prediction_risky(model, alpha=0.5), 0.01, priors.StandardNormal(),
+    ...                                constraints=[constraints.Box(-3.0, 3.0)], dim=2)   # equal by value
+    True
     """
 
     def __init__(self, probe: Callable, temperature: Any, prior: Callable | None = None, constraints: Any = None,

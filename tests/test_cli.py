@@ -590,3 +590,50 @@ def test_a_full_disk_during_run_exits_1_with_the_message(tmp_path, capsys, monke
     assert code == EXIT_FAILED
     err = capsys.readouterr().err
     assert "no space left in" in err and "1000 bytes needed" in err and "Traceback" not in err
+
+
+def test_run_prints_its_precision_and_says_when_its_errors_cannot_be_trusted(tmp_path, monkeypatch, capsys):
+    """``jaxprobe run`` prints what a [precision] run spent and reached, and, even with --quiet, a warning on
+    stderr when the verdict says the ± errors cannot be trusted (too few SMC groups); run_config stubbed."""
+    from jaxprobe.engine.verdict import groups_warning
+    from jaxprobe.sweeps import from_config
+
+    note = "precision: MCSE 0.009 ≤ target 0.01 after 3 run(s) of 128 chains (384 chains, 1,000 gradient evaluations)"
+    summary = {"probe": "model_contrast", "data": "circles", "num_chains": 384, "num_samples_per_chain": 10,
+               "acceptance_rate": 0.6, "max_rhat": 1.2, "rhat_is_criterion": False, "min_ess_bulk": 900.0,
+               "answer": {"fraction_of_samples_where_models_disagree": 0.697,
+                          "fraction_of_samples_where_models_disagree_mcse": 0.009},
+               "log_evidence": -3.0, "log_evidence_se": 0.1, "precision": {"note": note}, "verdict_checks": None,
+               "verdict": {"converged": True, "problems": [], "mcse_warning": groups_warning(2)},
+               "keep_draws": False, "seconds": 1.0}
+    monkeypatch.setattr(from_config, "run_config", lambda *args, **kwargs: summary)
+    assert main(["run", os.path.join(EXAMPLES, "model_contrast.toml"), "--out", str(tmp_path / "out")]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert "fraction_of_samples_where_models_disagree: 0.697 ± 0.009" in captured.out and note in captured.out
+    assert "warning: the ± errors cannot be trusted" in captured.err and "2 independent SMC" in captured.err
+    summary["verdict"]["mcse_warning"] = None
+    assert main(["run", os.path.join(EXAMPLES, "model_contrast.toml"), "--out", str(tmp_path / "out"),
+                 "--quiet"]) == EXIT_OK
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_sweep_plots_each_observable_with_error_bars_and_warns_about_untrusted_errors(tmp_path, monkeypatch,
+                                                                                     capsys):
+    """``jaxprobe sweep`` draws observable_<name>.png for each scalar observable of the table (its error bars from
+    observable_<name>_mcse) and says on stderr how many cells' errors cannot be trusted; sweep_config stubbed."""
+    from jaxprobe.sweeps import from_config
+    from jaxprobe.sweeps.core import SweepResult
+
+    text = re.sub(r'^"probe.alpha" = .*\n', "", open(os.path.join(EXAMPLES, "sweep_temperature.toml")).read(),
+                  flags=re.M) + 'observables = ["within_0.1_of_alpha", "features"]\n'
+    (tmp_path / "sweep.toml").write_text(text)
+    rows = [{"cell": f"c{i}", "index": i, "temperature": t, "seed": 0, "status": "ok",
+             "probe_mean": 0.1 * t, "probe_mcse": 0.01, "observable_within_0.1_of_alpha": 0.2 + 0.1 * i,
+             "observable_within_0.1_of_alpha_mcse": 0.02, "observable_features": (0.0, 1.0),
+             "mcse_warning": "too few groups" if i else None} for i, t in enumerate([0.01, 0.1, 1.0])]
+    result = SweepResult(rows=rows, samples=None, out=str(tmp_path / "out"), num_compilations=1, compile_seconds=0.0,
+                         seconds=1.0)
+    monkeypatch.setattr(from_config, "sweep_config", lambda *args, **kwargs: result)
+    assert main(["sweep", str(tmp_path / "sweep.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == EXIT_OK
+    assert sorted(os.listdir(tmp_path / "out")) == ["observable_within_0.1_of_alpha.png", "probe_mean.png"]
+    assert "the ± errors of 2 of 3 cells cannot be trusted (column 'mcse_warning'" in capsys.readouterr().err

@@ -121,3 +121,46 @@ def test_grid_axes_that_no_cell_reads_are_refused():
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_precision_is_validated_with_its_key_named():
+    """[precision] asks for an error bar instead of a run size (jaxprobe run only): a target the run estimates with
+    an error, an mcse > 0, a budget of whole runs; each mistake named with its key and line."""
+    with_precision = lambda body, base=BASE: base + "\n[precision]\n" + body  # noqa: E731
+    config = parse_config(with_precision("target = \"probe\"\nmcse = 0.01\nmax_chains = 32\n"))
+    assert config.sections["precision"] == {"target": "probe", "mcse": 0.01, "max_chains": 32}
+    listed = BASE + "\n[output]\nobservables = [\"within_0.1_of_alpha\"]\n"
+    for target in ("within_0.1_of_alpha", "fraction_within_0.1_of_alpha"):  # the observable, or its answer field
+        assert parse_config(with_precision(f"target = \"{target}\"\nmcse = 0.02\n", listed)).get(
+            "precision.max_chains") is None
+    smc = BASE.replace("num_chains = 8", "name = \"smc\"\nnum_chains = 8")
+    assert parse_config(with_precision("target = \"log_evidence\"\nmcse = 0.1\n", smc)).get("precision.mcse") == 0.1
+    mistakes = [
+        ("mcse = 0.01\n", r"\[precision\]: missing key 'target'"),
+        ("target = \"probe\"\nmcse = 0.0\n", r":17: \[precision\] mcse: must be a number > 0: .*, got 0.0"),
+        ("target = \"probe\"\nmcse = 0.01\nmax_chains = 12\n",
+         r":18: \[precision\] max_chains: must be a multiple of \[sampler\] num_chains = 8"),
+        ("target = \"probe\"\nmcse = 0.01\nrounds = 3\n", r"\[precision\] rounds: unknown key"),
+        ("target = \"log_evidence\"\nmcse = 0.1\n", r"\[precision\] target: \"log_evidence\" is estimated by sampler "
+                                                    r"\"smc\" only, and \[sampler\] name is 'mala'"),
+        ("target = \"within_0.1_of_alpha\"\nmcse = 0.1\n",
+         r"\[precision\] target: 'within_0.1_of_alpha' is not estimated by this run \(add 'within_0.1_of_alpha' to "
+         r"\[output\] observables\)"),
+        ("target = \"share\"\nmcse = 0.1\n", r"'share' is not estimated by this run: expected \"probe\""),
+    ]
+    for body, match in mistakes:
+        with pytest.raises(ConfigError, match=match):
+            parse_config(with_precision(body))
+    sweep = with_precision("target = \"probe\"\nmcse = 0.01\n") + "\n[sweep.grid]\n\"probe.alpha\" = [0.3, 0.7]\n"
+    with pytest.raises(ConfigError, match=r"\[precision\]: \[precision\] is for `jaxprobe run`"):
+        parse_config(sweep, sweep=True)
+    with pytest.raises(ConfigError, match=r"precision.mcse: names no configurable key"):
+        parse_config(BASE + "\n[sweep.grid]\n\"precision.mcse\" = [0.1]\n", sweep=True)
+
+
+def test_the_precision_section_shown_in_an_example_validates():
+    """examples/model_contrast.toml shows a commented-out [precision] section: uncommented, it is valid."""
+    text = open(os.path.join(os.path.dirname(__file__), "..", "examples", "model_contrast.toml")).read()
+    shown = "\n".join(line[2:] if line.startswith(("# [precision]", "# target", "# mcse", "# max_chains")) else line
+                      for line in text.splitlines())
+    assert parse_config(shown).sections["precision"]["target"] == "fraction_of_samples_where_models_disagree"

@@ -1,14 +1,33 @@
-"""Every notebook in notebooks/ runs top to bottom (they use small settings)."""
+"""Every notebook in notebooks/ runs top to bottom (they use small settings).
 
+The executed notebook is written to docs/_build/executed/ with the hash of its source cells: the documentation
+build (docs/_ext/jaxprobe_docs.py) shows that copy instead of executing the notebook again, so CI executes each
+notebook once (this slow test, then `sphinx-build` in .ci/run)."""
+
+import json
+import os
 import pathlib
+import sys
 
 import pytest
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+EXECUTED = ROOT / "docs" / "_build" / "executed"
 
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ is empty"
+
+
+def _source_hash(path: pathlib.Path) -> tuple[str, str]:
+    """(metadata key, hash) exactly as the documentation build computes them."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import jaxprobe_docs
+    finally:
+        sys.path.pop(0)
+    return jaxprobe_docs.HASH_KEY, jaxprobe_docs.source_hash(path)
 
 
 @pytest.mark.slow
@@ -25,3 +44,10 @@ def test_notebook_runs(path, tmp_path):
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output.get("output_type") == "stream" else ""
             assert "ConvergenceWarning" not in text, f"cell {number} of {path.name} warns: {text[:500]}"
+    key, digest = _source_hash(path)
+    notebook.metadata[key] = digest
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    partial = EXECUTED / (path.name + f".{os.getpid()}.partial")
+    nbformat.write(notebook, str(partial))
+    os.replace(partial, EXECUTED / path.name)      # atomic: the docs build never reads half a notebook
+    assert json.loads((EXECUTED / path.name).read_text())["metadata"][key] == digest

@@ -125,6 +125,13 @@ def sweep_main(argv) -> None:
         _write_sweep(args.out, results, [m for m in runs if m["command"] != meta["command"]] + [meta])
 
 
+def _with_se(record: dict, key: str) -> str:
+    """``value ± se`` of a record's accuracy (the test set's sampling: synthetic_accuracy), or the value alone for
+    records made before the errors were kept."""
+    se = record.get(key + "_se")
+    return f"{record[key]:.3f}" + ("" if se is None else f" ± {se:.3f}")
+
+
 def _write_sweep(out, results, runs) -> None:
     from jaxprobe.reconstruct.sweep import KL_KEYS
 
@@ -149,7 +156,9 @@ def _write_sweep(out, results, runs) -> None:
                      + f" | {c['kl_knn_vs_model_error']['rho']:.2f} | "
                      f"{c['synthetic_vs_base_accuracy']['rho']:.2f} | "
                      f"{min(r['accuracy_ratio'] for r in correct):.3f} |")
-    lines += ["", "Correct prior (Gaussian fitted to the training features), per model:", "",
+    lines += ["", "Correct prior (Gaussian fitted to the training features), per model; accuracies ± the standard "
+              "error of the test set's sampling (binomial; the ratio's paired on the same test rows), which does not cover "
+              "which reconstructed rows were drawn:", "",
               "| data set | model | train fraction (rows) | synthetic rows | base acc. | synthetic acc. | ratio | "
               "kl_gaussian | kl_knn | sampler | acceptance |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
@@ -157,8 +166,9 @@ def _write_sweep(out, results, runs) -> None:
         for r in data["records"]:
             if r["prior_error"] == 0.0:
                 lines.append(f"| {dataset} | {r['model']} | {r['train_fraction']} ({r['num_train']}) | "
-                             f"{r.get('num_synthetic', r['num_train'])} | {r['base_accuracy']:.3f} | "
-                             f"{r['synthetic_accuracy']:.3f} | {r['accuracy_ratio']:.3f} | {r['kl_gaussian']:.2f} | "
+                             f"{r.get('num_synthetic', r['num_train'])} | {_with_se(r, 'base_accuracy')} | "
+                             f"{_with_se(r, 'synthetic_accuracy')} | {_with_se(r, 'accuracy_ratio')} | "
+                             f"{r['kl_gaussian']:.2f} | "
                              f"{r['kl_knn']:.2f} | {r['sampler']} | {r['acceptance_rate']:.2f} |")
     atomic_write(out + ".md", lambda f: f.write(("\n".join(lines) + "\n").encode()))
 

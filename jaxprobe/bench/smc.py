@@ -23,6 +23,14 @@ compiles (its extra time is reported as compile), then each seed's call is timed
 Target (issue): SMC reaches TV ≤ 0.05 for at most 20× the gradient evaluations of a ChEES run with the same
 C and N.
 
+(c) *Figure 2 at 2,048 particles* (the issue's acceptance, TV ≤ 0.06): question (b) asked through
+``generate(seed, ..., sampler="smc", num_chains=2048, num_samples=200, num_warmup=100)`` with the sampler's
+default options for 5 seeds; TV of all draws to the quadrature on the issue's 8×8 cells (exact mass by a 240²
+midpoint rule, 30² points a cell) and on the 30×30 cells above, each with its Monte-Carlo floor, and the TV of
+the chains' first draws alone (2,048 points, about the particles), log Z error and gradient evaluations.
+
+SMC runs with the sampler's default options (:class:`jaxprobe.engine.kernels.SMC`, recorded in the results).
+
 Run: python -m jaxprobe.bench.smc [--quick [--record]] [--out DIR] [--seeds K]
 Default: full sizes, writes benchmarks/results/smc.{json,md}; --quick writes to a scratch dir unless --record.
 """
@@ -58,8 +66,12 @@ RESULTS = results_dir()
 FULL = {"chains": 1024, "samples": 200, "warmup": 200, "seeds": 3}
 QUICK = {"chains": 256, "samples": 50, "warmup": 50, "seeds": 1}
 SAMPLERS = ("smc", "chees", "mala")
-SMC_OPTIONS = {"num_mcmc_steps": 10, "target_ess": 0.5}
+SMC_OPTIONS: dict = {}  # the sampler's defaults (recorded as ``smc_defaults``)
 TV_TARGET, COST_TARGET = 0.05, 20.0
+# (c) Figure 2 at 2,048 particles: sizes, the issue's 8×8 cells (by a 240² rule: 8 divides it) and its target
+FIG2_ACCEPTANCE = {"chains": 2048, "samples": 200, "warmup": 100, "seeds": 5}
+FIG2_ACCEPTANCE_QUICK = {"chains": 256, "samples": 20, "warmup": 20, "seeds": 1}
+COARSE_CELLS, COARSE_QUADRATURE, FIG2_TV_TARGET = 8, 240, 0.06
 
 # (a) two bumps
 BUMP_CENTRES = np.array([[3.0, 0.0], [-3.0, 0.0]])
@@ -112,7 +124,42 @@ def figure2_question():
     cubic = SVC(kernel="poly", degree=3).fit(train.x, train.y)
     probe = probes.model_contrast(from_sklearn(rbf), from_sklearn(cubic), from_logits=True)
     grid = SquareGrid(probe, -BOX, BOX, QUADRATURE)
-    return probe, grid.cell_mass(FIG2_TEMPERATURE, CELLS), grid.log_evidence(FIG2_TEMPERATURE)
+    return probe, grid, grid.cell_mass(FIG2_TEMPERATURE, CELLS), grid.log_evidence(FIG2_TEMPERATURE)
+
+
+def figure2_acceptance(probe, grid: SquareGrid, sizes: dict, log) -> dict:
+    """(c): Figure 2's contrast through ``generate(..., sampler="smc")`` at ``sizes["chains"]`` particles with the
+    default options, ``sizes["seeds"]`` seeds: TV of the draws on 8×8 and 30×30 cells, of the first draws alone,
+    their floors, log Z error and gradient evaluations per seed."""
+    coarse = SquareGrid(probe, -BOX, BOX, COARSE_QUADRATURE).cell_mass(FIG2_TEMPERATURE, COARSE_CELLS)
+    fine, log_z = grid.cell_mass(FIG2_TEMPERATURE, CELLS), grid.log_evidence(FIG2_TEMPERATURE)
+    num_draws = sizes["chains"] * sizes["samples"]
+    runs = []
+    for seed in range(sizes["seeds"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = jaxprobe.generate(seed, probe, temperature=FIG2_TEMPERATURE, dim=2, constraints=Box(-BOX, BOX),
+                                       num_chains=sizes["chains"], num_samples=sizes["samples"],
+                                       num_warmup=sizes["warmup"], sampler="smc", progress=False,
+                                       convergence="ignore")
+        x, first = result.positions.reshape(-1, 2), result.positions[:, 0]
+        row = {"seed": seed, "tv_8x8": total_variation(grid.draws_mass(x, COARSE_CELLS), coarse),
+               "tv_30x30": total_variation(grid.draws_mass(x, CELLS), fine),
+               "tv_8x8_first_draws": total_variation(grid.draws_mass(first, COARSE_CELLS), coarse),
+               "log_evidence_error": float(result.log_evidence) - log_z,
+               "log_evidence_se": float(result.log_evidence_se),
+               "gradient_evaluations": int(result.num_gradient_evaluations.sum())}
+        runs.append(row)
+        log(f"  figure 2 at {sizes['chains']} particles, seed {seed}: TV 8x8 {row['tv_8x8']:.4f}, 30x30 "
+            f"{row['tv_30x30']:.4f}, first draws 8x8 {row['tv_8x8_first_draws']:.4f}; log Z error "
+            f"{row['log_evidence_error']:+.4f} (se {row['log_evidence_se']:.4f})")
+    summary = {key: {"mean": float(np.mean([r[key] for r in runs])), "max": float(max(r[key] for r in runs))}
+               for key in ("tv_8x8", "tv_30x30", "tv_8x8_first_draws")}
+    return {"sizes": sizes, "runs": runs, "summary": summary,
+            "floors": {"tv_8x8": total_variation_floor(coarse, num_draws),
+                       "tv_30x30": total_variation_floor(fine, num_draws),
+                       "tv_8x8_first_draws": total_variation_floor(coarse, sizes["chains"])},
+            "target": FIG2_TV_TARGET, "target_met": bool(summary["tv_8x8"]["max"] <= FIG2_TV_TARGET)}
 
 
 def run_sampler(question: dict, sampler: str, sizes: dict, log) -> dict:
@@ -172,6 +219,39 @@ def run_sampler(question: dict, sampler: str, sizes: dict, log) -> dict:
     return summary
 
 
+def _smc_defaults() -> dict:
+    """The SMC options the runs used: the sampler's defaults (:class:`jaxprobe.engine.kernels.SMC`)."""
+    from jaxprobe.engine.kernels import SMC
+
+    defaults = SMC(**SMC_OPTIONS)
+    return {"kernel": defaults.kernel, "num_mcmc_steps": defaults.num_mcmc_steps, "target_ess": defaults.target_ess,
+            "num_groups": "N/128 in [2, 16]" if defaults.num_groups is None else defaults.num_groups}
+
+
+def _acceptance_markdown(acceptance: dict) -> list[str]:
+    """Section (c) of ``smc.md``."""
+    sizes, summary, floors = acceptance["sizes"], acceptance["summary"], acceptance["floors"]
+    lines = [f"## (c) Figure 2 at {sizes['chains']:,} particles (the issue's acceptance: TV ≤ {acceptance['target']})",
+             "", f"`generate(seed, ..., sampler=\"smc\", num_chains={sizes['chains']}, num_samples={sizes['samples']}, "
+             f"num_warmup={sizes['warmup']})`, default options, {sizes['seeds']} seeds. TV to the quadrature on "
+             f"{COARSE_CELLS}×{COARSE_CELLS} cells (the issue's grid; {COARSE_QUADRATURE}² midpoint rule) and on "
+             f"{CELLS}×{CELLS} cells; first draws: the chains' first kept draws alone ({sizes['chains']:,} points); "
+             "gradient evaluations: the SMC stages and the kept draws (warmup not counted).", "",
+             "| seed | TV 8×8 | TV 30×30 | TV 8×8, first draws | log Z error (se) | gradient evals |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in acceptance["runs"]:
+        lines.append(f"| {r['seed']} | {r['tv_8x8']:.4f} | {r['tv_30x30']:.4f} | {r['tv_8x8_first_draws']:.4f} | "
+                     f"{r['log_evidence_error']:+.4f} ({r['log_evidence_se']:.4f}) | {r['gradient_evaluations']:,} |")
+    lines.append(f"| mean (max) | {summary['tv_8x8']['mean']:.4f} ({summary['tv_8x8']['max']:.4f}) | "
+                 f"{summary['tv_30x30']['mean']:.4f} ({summary['tv_30x30']['max']:.4f}) | "
+                 f"{summary['tv_8x8_first_draws']['mean']:.4f} ({summary['tv_8x8_first_draws']['max']:.4f}) | | |")
+    lines += ["", f"Monte-Carlo floors (independent exact draws): 8×8 {floors['tv_8x8']:.4f}, 30×30 "
+              f"{floors['tv_30x30']:.4f}, 8×8 of {sizes['chains']:,} draws {floors['tv_8x8_first_draws']:.4f}. "
+              f"Target (TV 8×8 ≤ {acceptance['target']} in every seed): "
+              f"**{'met' if acceptance['target_met'] else 'not met'}**.", ""]
+    return lines
+
+
 def markdown(result: dict) -> str:
     lines = ["# SMC vs ChEES and MALA on multimodal questions", "",
              f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jax {result['jax']}; "
@@ -179,7 +259,7 @@ def markdown(result: dict) -> str:
                                                                     else ""), "",
              f"Sizes: {result['sizes']['chains']} chains × {result['sizes']['samples']} draws, "
              f"{result['sizes']['warmup']} warmup steps, {result['sizes']['seeds']} seed(s) per cell; SMC options "
-             f"{json.dumps(SMC_OPTIONS)}. TV on 30×30 cells; TV / mode-share / log Z columns are the worst over "
+             f"(the sampler's defaults) {json.dumps(result['smc_defaults'])}. TV on 30×30 cells; TV / mode-share / log Z columns are the worst over "
              f"seeds, TV mean beside it; gradient evaluations = mean over seeds, summed over chains, warmup "
              f"included (ChEES warmup estimated, see the script's docstring); time = fastest seed, compile "
              f"separate. The machine may be shared: compare ratios, measured side by side.", ""]
@@ -200,6 +280,8 @@ def markdown(result: dict) -> str:
                   f"Issue target (TV ≤ {TV_TARGET} at ≤ {COST_TARGET:.0f}× ChEES's gradient evaluations): "
                   f"**{'met' if question['target_met'] else 'not met'}** (SMC TV max {question['samplers']['smc']['tv_max']:.4f}, "
                   f"{question['smc_cost_ratio']:.2f}× ChEES).", ""]
+    if "figure2_acceptance" in result:
+        lines += _acceptance_markdown(result["figure2_acceptance"])
     return "\n".join(lines) + "\n"
 
 
@@ -219,7 +301,7 @@ def main(argv=None) -> dict:
         print(message, file=sys.stderr, flush=True)
 
     bump_mass = bumps_cell_mass()
-    fig2_probe, fig2_mass, fig2_log_z = figure2_question()
+    fig2_probe, fig2_grid, fig2_mass, fig2_log_z = figure2_question()
     questions = {
         "bumps": {"name": "bumps", "title": "(a) Two bumps under a standard-normal prior (2-D)",
                   "exact": f"Closed form: mode shares 0.8 / 0.2, log Z = {BUMP_LOG_Z:.4f}; TV cells over [−5, 5]² "
@@ -243,6 +325,8 @@ def main(argv=None) -> dict:
                         "tv_floor": total_variation_floor(question["mass"], sizes["chains"] * sizes["samples"]),
                         "samplers": rows, "smc_cost_ratio": ratio,
                         "target_met": bool(rows["smc"]["tv_max"] <= TV_TARGET and ratio <= COST_TARGET)}
+    acceptance = figure2_acceptance(fig2_probe, fig2_grid, dict(FIG2_ACCEPTANCE_QUICK if args.quick
+                                                                else FIG2_ACCEPTANCE), log)
     result = {
         "command": "python -m jaxprobe.bench.smc" + (" " + " ".join(argv if argv is not None else sys.argv[1:])
                                                               if (argv if argv is not None else sys.argv[1:]) else ""),
@@ -250,7 +334,8 @@ def main(argv=None) -> dict:
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, "
                    f"{jax.devices()[0].platform}",
         "jax": jax.__version__, "jaxprobe": jaxprobe.__version__, "quick": args.quick, "sizes": sizes,
-        "smc_options": SMC_OPTIONS, "total_seconds": time.perf_counter() - started,
+        "smc_options": SMC_OPTIONS, "smc_defaults": _smc_defaults(), "figure2_acceptance": acceptance,
+        "total_seconds": time.perf_counter() - started,
         "load_average": tuple(round(v, 1) for v in os.getloadavg()), "questions": record,
     }
     write_results(out, "smc", result, markdown(result))

@@ -60,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxprobe
+from jaxprobe.benchmark.targets import mlp_probe  # the benchmarks' one target model (a fixed random MLP)
 from jaxprobe.engine import core, kernels
 
 # ------------------------------------------------------------------ configuration
@@ -104,29 +105,8 @@ def log(message: str) -> None:
 # ------------------------------------------------------------------ the target
 
 
-def mlp_probe(dim: int = DIM, hidden: int = HIDDEN, seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:
-    """The benchmarks' one target model: a fixed random MLP ``dim → hidden → hidden → 1`` (tanh, sigmoid output),
-    weights and biases N(0, 1/fan_in) from a seeded key. Returns ``(weights, probe, G)``: ``probe`` maps one
-    ``(dim,)`` position to f(x), ``G = (f(x) − 0.5)²`` the prediction-risky probing loss (maximally unsure at
-    f(x) = 0.5). Used by ``throughput``, ``gpu`` and ``answer_speed``."""
-    keys = jax.random.split(jax.random.key(seed), 6)
-    shapes = [(dim, hidden), (hidden, hidden), (hidden, 1)]
-    weights = {}
-    for i, (fan_in, fan_out) in enumerate(shapes):
-        scale = 1.0 / math.sqrt(fan_in)
-        weights[f"w{i}"] = np.asarray(jax.random.normal(keys[i], (fan_in, fan_out), jnp.float32) * scale)
-        weights[f"b{i}"] = np.asarray(jax.random.normal(keys[3 + i], (fan_out,), jnp.float32) * scale)
-    params = {name: jnp.asarray(value) for name, value in weights.items()}
-
-    def probe(x):
-        h = jnp.tanh(x @ params["w0"] + params["b0"])
-        h = jnp.tanh(h @ params["w1"] + params["b1"])
-        return jax.nn.sigmoid(h @ params["w2"] + params["b2"])[0]
-
-    def G(x):
-        return (probe(x) - 0.5) ** 2
-
-    return weights, probe, G
+# mlp_probe (imported above from jaxprobe.benchmark.targets): the benchmarks' one target model, defined once
+# beside the benchmark targets built on it (mlp_probe_2d, mlp_probe_50d).
 
 
 def make_target(seed: int = 0) -> tuple[dict[str, np.ndarray], Callable, Callable]:

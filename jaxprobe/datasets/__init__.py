@@ -87,7 +87,13 @@ _LOADERS: dict[str, Callable[..., Dataset]] = {
 
 
 def available() -> tuple[str, ...]:
-    """Names accepted by :func:`load`."""
+    """Names accepted by :func:`load`.
+
+    Examples
+    --------
+    >>> "iris" in available(), "moons" in available()
+    (True, True)
+    """
     return tuple(_LOADERS)
 
 
@@ -95,6 +101,16 @@ def load(name: str, **options: Any) -> Dataset:
     """Load the data set ``name`` (see :func:`available`) with the loader's keyword options.
 
     Raises ValueError for an unknown name or an option the loader does not take.
+
+    Examples
+    --------
+    >>> data = load("moons", n=100, seed=0)                  # the same as moons(n=100, seed=0)
+    >>> data.x.shape, data.task
+    ((100, 2), 'binary')
+    >>> load("mnist")                                        # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ...
     """
     if name not in _LOADERS:
         raise ValueError(f"name must be one of {available()}, got {name!r}")

@@ -42,6 +42,12 @@ class Feature:
         categories: category names (categorical only, else ``None``).
         range: observed ``(min, max)`` of the feature's (float32) column over all
             loaded rows (numeric only, else ``None``).
+
+    Examples
+    --------
+    >>> from jaxprobe import datasets
+    >>> datasets.credit().features[-1]                       # doctest: +ELLIPSIS
+    Feature(name='Ethnicity', kind='categorical', columns=(12, 13, 14), categories=(...), range=None)
     """
 
     name: str
@@ -99,6 +105,19 @@ class Dataset:
     Splits made by :meth:`train_test_split` or :meth:`subset` keep the parent's
     ``features`` (ranges included), ``mean`` and ``scale``, so one transform
     serves every split.
+
+    Examples
+    --------
+    >>> from jaxprobe import datasets
+    >>> data = datasets.credit()                            # numeric features as is, categoricals one-hot
+    >>> data.x.shape, data.feature_names[:2], data.features[-1].kind
+    ((400, 15), ('Income', 'Limit'), 'categorical')
+    >>> z = data.standardize(data.x)                         # what a model (and a prior N(0, I)) sees
+    >>> bool(np.allclose(data.unstandardize(z), data.x))
+    True
+    >>> train, test = data.train_test_split(seed=0)
+    >>> len(train.y) + len(test.y)
+    400
     """
 
     name: str
@@ -167,7 +186,14 @@ class Dataset:
 
     @property
     def one_hot_groups(self) -> dict[str, tuple[int, ...]]:
-        """Column indices of each categorical feature's one-hot group, by feature name."""
+        """Column indices of each categorical feature's one-hot group, by feature name.
+
+        Examples
+        --------
+        >>> from jaxprobe.datasets import credit
+        >>> one_hot_groups(credit())
+        {'Gender': (6, 7), 'Student': (8, 9), 'Married': (10, 11), 'Ethnicity': (12, 13, 14)}
+        """
         return one_hot_groups(self)
 
     @property

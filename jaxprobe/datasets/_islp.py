@@ -29,12 +29,25 @@ WAGE_THRESHOLD = 100.0
 
 
 def data_file(filename: str) -> Traversable:
-    """The packaged file ``jaxprobe/datasets/data/<filename>`` (via importlib.resources)."""
+    """The packaged file ``jaxprobe/datasets/data/<filename>`` (via importlib.resources).
+
+    Examples
+    --------
+    >>> data_file("Credit.csv").name
+    'Credit.csv'
+    """
     return resources.files("jaxprobe.datasets") / "data" / filename
 
 
 def read_csv(filename: str) -> dict[str, np.ndarray]:
-    """``{column name: (n,) array of str}`` for a packaged CSV, fields stripped of spaces."""
+    """``{column name: (n,) array of str}`` for a packaged CSV, fields stripped of spaces.
+
+    Examples
+    --------
+    >>> table = read_csv("Credit.csv")
+    >>> table["Balance"].shape, sorted(table)[:3]
+    ((400,), ['Age', 'Balance', 'Cards'])
+    """
     text = data_file(filename).read_text(encoding="utf-8")
     rows = list(csv.reader(io.StringIO(text, newline="")))
     header = [h.strip() for h in rows[0]]
@@ -60,6 +73,14 @@ def wage(threshold: float = WAGE_THRESHOLD) -> Dataset:
 
     Features: ``year``, ``age`` (integer); ``maritl``, ``race``, ``education``,
     ``jobclass``, ``health``, ``health_ins`` (categorical, one-hot): x is (3000, 22).
+
+    Examples
+    --------
+    >>> data = wage()                                        # label: wage above 100 (thousand dollars)
+    >>> data.x.shape, data.class_names
+    ((3000, 22), ('wage <= 100', 'wage > 100'))
+    >>> data.features[0]
+    Feature(name='year', kind='integer', columns=(0,), categories=None, range=(2003.0, 2009.0))
     """
     threshold = _check_real(threshold, "threshold")
     t = read_csv("Wage.csv")
@@ -82,6 +103,12 @@ def default() -> Dataset:
 
     Label ``default`` (``"Yes"`` = 1: 333 of 10000). Features: ``student``
     (categorical, one-hot), ``balance``, ``income`` (continuous): x is (10000, 4).
+
+    Examples
+    --------
+    >>> data = default()
+    >>> data.x.shape, data.class_names, data.features[0].kind
+    ((10000, 4), ('No', 'Yes'), 'categorical')
     """
     t = read_csv("Default.csv")
     columns = [Column("student", "categorical", t["student"], ("No", "Yes")),
@@ -100,6 +127,14 @@ def credit() -> Dataset:
     ``Cards``, ``Age``, ``Education`` (integer); ``Gender``, ``Student``,
     ``Married``, ``Ethnicity`` (categorical, one-hot): x is (400, 15). The ``ID``
     column is a row index and is dropped.
+
+    Examples
+    --------
+    >>> data = credit()
+    >>> data.x.shape, data.task, data.target_name
+    ((400, 15), 'regression', 'Balance')
+    >>> one_hot_groups(data)["Ethnicity"]                    # the columns of a categorical feature
+    (12, 13, 14)
     """
     t = read_csv("Credit.csv")
     columns = [Column("Income", "continuous", _numbers(t, "Income"))]

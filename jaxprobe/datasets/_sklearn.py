@@ -66,6 +66,12 @@ def breast_cancer() -> Dataset:
 
     Label 1 = malignant (212 of 569), 0 = benign: the reverse of scikit-learn's
     coding, matching ``jaxprobe demo``; ``class_names == ("benign", "malignant")``.
+
+    Examples
+    --------
+    >>> data = breast_cancer()
+    >>> data.x.shape, data.task, data.class_names
+    ((569, 30), 'binary', ('benign', 'malignant'))
     """
     bunch = _sklearn_datasets().load_breast_cancer()
     return _from_bunch("breast_cancer", bunch, 1 - np.asarray(bunch.target), task="binary",
@@ -74,14 +80,30 @@ def breast_cancer() -> Dataset:
 
 
 def wine() -> Dataset:
-    """UCI wine recognition: x (178, 13) (magnesium, proline integer); 3 cultivars."""
+    """UCI wine recognition: x (178, 13) (magnesium, proline integer); 3 cultivars.
+
+    Examples
+    --------
+    >>> data = wine()
+    >>> data.x.shape, data.task, len(data.class_names)
+    ((178, 13), 'multiclass', 3)
+    """
     bunch = _sklearn_datasets().load_wine()
     return _from_bunch("wine", bunch, bunch.target, task="multiclass", target_name="cultivar",
                        class_names=_names(bunch.target_names), description="UCI wine recognition.")
 
 
 def iris() -> Dataset:
-    """Fisher's iris: x (150, 4) continuous (cm); 3 species."""
+    """Fisher's iris: x (150, 4) continuous (cm); 3 species.
+
+    Examples
+    --------
+    >>> data = iris()
+    >>> data.x.shape, data.class_names
+    ((150, 4), ('setosa', 'versicolor', 'virginica'))
+    >>> data.feature_names[0]
+    'sepal length (cm)'
+    """
     bunch = _sklearn_datasets().load_iris()
     return _from_bunch("iris", bunch, bunch.target, task="multiclass", target_name="species",
                        class_names=_names(bunch.target_names), description="Fisher's iris.")
@@ -93,6 +115,12 @@ def diabetes() -> Dataset:
     Features age, bmi, bp, s1..s6 numeric (age, s1, s6 integer) and sex categorical
     with categories ``"1"``, ``"2"`` (the source's codes), so x is (442, 11); the
     target is a disease-progression score one year after baseline.
+
+    Examples
+    --------
+    >>> data = diabetes()
+    >>> data.x.shape, data.task, data.class_names
+    ((442, 11), 'regression', None)
     """
     bunch = _sklearn_datasets().load_diabetes(scaled=False)
     return _from_bunch("diabetes", bunch, bunch.target, task="regression", target_name="progression",
@@ -106,6 +134,12 @@ def digits() -> Dataset:
 
     Each pixel ``pixel_<row>_<col>`` is an integer count 0..16 (kind ``"integer"``;
     a few border pixels are always 0 there and get scale 1).
+
+    Examples
+    --------
+    >>> data = digits()
+    >>> data.x.shape, data.class_names[:3]
+    ((1797, 64), ('0', '1', '2'))
     """
     bunch = _sklearn_datasets().load_digits()
     return _from_bunch("digits", bunch, bunch.target, task="multiclass", target_name="digit",
@@ -121,6 +155,12 @@ def circles(n: int = 1000, noise: float = 0.1, factor: float = 0.5, seed: int = 
         noise: sd of Gaussian noise added to the points (>= 0).
         factor: inner radius over outer radius, in [0, 1).
         seed: non-negative int; the same seed gives the same points.
+
+    Examples
+    --------
+    >>> data = circles(n=200, seed=1)
+    >>> data.x.shape, data.class_names
+    ((200, 2), ('outer', 'inner'))
     """
     n = check_int(n, "n", minimum=2)
     noise = _check_nonnegative(noise, "noise")
@@ -140,6 +180,12 @@ def moons(n: int = 1000, noise: float = 0.1, seed: int = 0) -> Dataset:
         n: number of points (>= 2), split evenly between the moons.
         noise: sd of Gaussian noise added to the points (>= 0).
         seed: non-negative int; the same seed gives the same points.
+
+    Examples
+    --------
+    >>> data = moons(n=200)
+    >>> data.x.shape, data.class_names, sorted(set(data.y.tolist()))
+    ((200, 2), ('upper', 'lower'), [0, 1])
     """
     n = check_int(n, "n", minimum=2)
     noise = _check_nonnegative(noise, "noise")

@@ -26,7 +26,7 @@ from jaxprobe.engine.host import to_device as _to_device, to_host
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.registry import known_sampler_starts_at_target, known_samplers, make_kernel
 from jaxprobe.engine.samples import Samples
-from jaxprobe.engine import streaming
+from jaxprobe.engine import estimates, streaming
 from jaxprobe.engine.verdict import (CoordinateNames, Tempering, check_policy, report, start_range,
                                     verdict_from_statistics)
 from jaxprobe.types import ArrayTree, LogDensityFn, PRNGKey
@@ -289,6 +289,12 @@ def chain_sharding(num_chains: int, devices: Any = None) -> NamedSharding:
     Uses all devices JAX sees (all hosts after ``jax.distributed.initialize()``);
     if ``num_chains`` is not a multiple of the device count, the largest count
     that divides it is used and a warning says so.
+
+    Examples
+    --------
+    >>> sharding = chain_sharding(8)                            # all devices JAX sees (one CPU here or more)
+    >>> sharding.spec[0], sharding.mesh.axis_names
+    ('chains', ('chains',))
     """
     devices = list(jax.devices() if devices is None else devices)
     count = len(devices)
@@ -372,7 +378,19 @@ def _adapt_final(adaptation, adaptation_state):
 
 def compiled_program_count() -> int:
     """How many programs the engine's jitted pieces have compiled in this process (grows by the programs a call
-    compiled; programs freed with an evicted question still count)."""
+    compiled; programs freed with an evicted question still count).
+
+    Examples
+    --------
+    >>> before = compiled_program_count()
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> init = prior.sample(jax.random.key(0), 4, (2,))
+    >>> _ = jaxprobe.sample(jax.random.key(1), prior, init, num_samples=500, num_warmup=200, progress=False)
+    >>> after_first = compiled_program_count()
+    >>> _ = jaxprobe.sample(jax.random.key(2), prior, init, num_samples=500, num_warmup=200, progress=False)
+    >>> compiled_program_count() == after_first                        # the same question reuses its programs
+    True
+    """
     return sum(getattr(function, "_cache_size", lambda: 0)()  # a wrapped (test-patched) piece counts 0
                for function in (_init, _run_chunk, _burn_in, _finalize, _adapt_init, _adapt_update, _adapt_final))
 
@@ -635,6 +653,20 @@ def sample(
     Inside a user's ``jax.jit``, ``vmap`` or ``grad``, call :func:`jaxprobe.engine.init`,
     :func:`~jaxprobe.engine.warmup` and :func:`~jaxprobe.engine.run` instead: ``sample``
     runs on the host (chunks, progress, checkpoints) and refuses traced arguments.
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()             # the target: N(0, I), a log density
+    >>> init = prior.sample(jax.random.key(0), 4, (2,))       # 4 chains in 2 dimensions
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, init, num_samples=500, num_warmup=200,
+    ...                           progress=False)
+    >>> samples.positions.shape                               # (chain, draw, dim)
+    (4, 500, 2)
+    >>> samples.verdict.converged
+    True
+    >>> estimate = samples.expectation(lambda x: x @ x)       # E|x|² = 2
+    >>> bool(abs(estimate.mean - 2.0) < 5 * estimate.mcse)
+    True
     """
     refuse_traced("jaxprobe.sample", rng_key=rng_key, initial_positions=initial_positions, step_size=step_size,
                   inverse_mass_matrix=inverse_mass_matrix)
@@ -855,6 +887,9 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
                 np.int32(first_draw if resident else 0))
             if resident:
                 whole, trace = trace, None  # the chunk's rows are in the whole-run buffer: nothing to copy
+            elif trace is not None:  # start the device-to-host copy now, so that it overlaps with the
+                for leaf in (trace.position, trace.logdensity):  # host's copy of the previous chunk (off a CPU,
+                    leaf.copy_to_host_async()  # the draws' transfer is most of a run: 1.7x the limit on an H200)
             first_draw += num_draws
             if pending is not None:  # copy the previous chunk out while this one computes
                 stats_sum = _collect(pending, draws, stats_sum, bar, free_buffers)
@@ -906,6 +941,7 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         statistics, run.monitor, names, acceptance_rate=acceptance_rate, num_divergent=stats_sum["num_divergent"],
         num_nonfinite=stats_sum["num_nonfinite"], thin=run.thin, chains_start_at_target=chains_start_at_target,
         tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
+        num_groups=num_groups,  # after SMC: the independent groups behind every error bar (too few: a warning)
         # the chains' own starts (after SMC the particles, judged by their tempering path instead)
         start_range=None if smc_result is not None else start_range(
             run.layout.flatten_chains(run.initial_positions).astype(run.dtype)))
@@ -927,10 +963,10 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         numerics=placed.policy.mode,
         verdict=verdict,
         # After SMC the chains of one particle group are one independent system: errors from the groups' means.
-        observables={name: streaming.observed(jax.tree.map(to_host, sums), num_groups)
+        observables={name: estimates.streamed(jax.tree.map(to_host, sums), num_groups)
                      for name, sums in observable_sums.items()} or None,
         particle_observables=None if smc_result is None else {
-            name: streaming.particle_observed(to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
+            name: estimates.particle_observed(to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
                                               num_groups)
             for name, fn in run.monitor.observables} or None,
         num_groups=num_groups,

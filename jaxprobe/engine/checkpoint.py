@@ -66,7 +66,20 @@ _KIND, _BOUNDARY_KIND = "jaxprobe checkpoint", "jaxprobe checkpoint boundary"
 
 class CheckpointMismatchError(ValueError):
     """``sample(checkpoint=path)`` found a checkpoint of another run at ``path``: resuming it would mix two
-    runs' draws. ``differing`` names what differs (``"target"``, ``"initial_positions"``, ``"key"``, a setting)."""
+    runs' draws. ``differing`` names what differs (``"target"``, ``"initial_positions"``, ``"key"``, a setting).
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> init = prior.sample(jax.random.key(0), 4, (2,))
+    >>> kwargs = dict(num_samples=500, num_warmup=200, progress=False, checkpoint="run.npz")
+    >>> _ = jaxprobe.sample(jax.random.key(1), prior, init, **kwargs)
+    >>> try:
+    ...     jaxprobe.sample(jax.random.key(2), prior, init, **kwargs)    # another key, the same path
+    ... except CheckpointMismatchError as error:
+    ...     print(error.differing, isinstance(error, ValueError))
+    ['key'] True
+    """
 
     def __init__(self, path: str, differing: list[str]):
         self.path, self.differing = path, list(differing)
@@ -135,7 +148,13 @@ def _identity_hash(run_id: dict[str, Any]) -> str:
 
 
 def draws_folder(path: str) -> str:
-    """Where a checkpoint keeps its draws and its boundary states, beside the state file."""
+    """Where a checkpoint keeps its draws and its boundary states, beside the state file.
+
+    Examples
+    --------
+    >>> draws_folder("runs/chain.npz")                                # position.npy, logdensity.npy, state.<n>.npz
+    'runs/chain.npz.draws'
+    """
     return os.fspath(path) + ".draws"
 
 

@@ -423,6 +423,15 @@ def chees_warmup(rng_key: PRNGKey, positions: Array, kernel: Any, logdensity_fn:
     to sample from (shared step size, inverse mass matrix and mean number of leapfrog steps,
     broadcast per chain) and the ``(C,)`` mean acceptance rates over warmup.
     ``_return_adaptation_state=True`` (a diagnostic seam) returns the final :class:`ChEESState` instead.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("chees"), jaxprobe.priors.StandardNormal()
+    >>> positions = jax.random.normal(jax.random.key(0), (4, 2))
+    >>> state, acceptance = chees_warmup(jax.random.key(1), positions, kernel, logdensity, 50)
+    >>> sorted(state.parameters), acceptance.shape                    # shared step size and trajectory length
+    (['inverse_mass_matrix', 'num_leapfrog_steps', 'step_size'], (4,))
     """
     dtype = positions.dtype
     step_size0 = kernel.initial_step_size(positions.shape[1]) if initial_step_size is None else initial_step_size

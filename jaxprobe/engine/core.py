@@ -56,6 +56,15 @@ class Trace(NamedTuple):
     Draw-major because that is how ``lax.scan`` stacks them; transposing inside
     the compiled run would cost a copy of every draw. ``chain_major()`` gives the
     ArviZ layout ``(chain, draw, ...)``.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> _, trace, _ = engine.run(jax.random.key(1), state, kernel, logdensity, num_draws=10)
+    >>> trace.position.shape, trace.chain_major().position.shape      # (draw, chain, D) -> (chain, draw, D)
+    ((10, 4, 2), (4, 10, 2))
     """
 
     position: Array
@@ -72,6 +81,13 @@ def default_parameters(kernel: Kernel, num_chains: int, dim: int, dtype: Any, st
     ``step_size`` stays a scalar when given as one (shared by all chains) or is
     ``(C,)``; ``inverse_mass_matrix`` is broadcast to ``(C, D)`` for kernels that have one;
     ``num_leapfrog_steps`` (a kernel parameter of ``ChEES``) is passed on only when given.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> parameters = engine.default_parameters(engine.make_kernel("hmc"), 4, 3, jnp.float32, step_size=0.1)
+    >>> sorted(parameters), parameters["inverse_mass_matrix"].shape
+    (['inverse_mass_matrix', 'step_size'], (4, 3))
     """
     extra = {} if num_leapfrog_steps is None else {"num_leapfrog_steps": num_leapfrog_steps}
     return kernel.default_parameters(num_chains, dim, dtype, step_size, inverse_mass_matrix, **extra)
@@ -91,6 +107,17 @@ def init(kernel: Any, logdensity_fn: FlatLogDensity, positions: Array,
         Initial positions, shape ``(C, D)``.
     parameters
         Per-chain kernel parameters; defaults from :func:`default_parameters`.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel = engine.make_kernel("mala")
+    >>> logdensity = jaxprobe.priors.StandardNormal()          # one position (2,) -> scalar
+    >>> positions = jax.random.normal(jax.random.key(0), (4, 2))  # 4 chains
+    >>> state = engine.init(kernel, logdensity, positions,
+    ...                     engine.default_parameters(kernel, 4, 2, jnp.float32, step_size=0.5))
+    >>> state.kernel_state.position.shape, float(state.parameters["step_size"])
+    ((4, 2), 0.5)
     """
     num_chains, dim = positions.shape
     if parameters is None:
@@ -191,6 +218,18 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
         The state after the last transition; the kept draws in scan layout
         ``(draw, chain, D)`` (``trace.chain_major()`` gives ``(chain, draw, D)``);
         and per-chain sums over all transitions.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)),
+    ...                     engine.default_parameters(kernel, 4, 2, jnp.float32, step_size=0.5))
+    >>> state, trace, stats = engine.run(jax.random.key(1), state, kernel, logdensity, num_draws=100)
+    >>> trace.position.shape, trace.logdensity.shape                 # (draw, chain, ...)
+    ((100, 4, 2), (100, 4))
+    >>> int(stats.num_steps), bool(jnp.all(stats.num_accepted > 0))
+    (100, True)
     """
     rng_key = canonicalize_key(rng_key)
     num_draws, thin = _check_draws(num_draws, thin)
@@ -281,7 +320,16 @@ def _key_from_seed(rng_key: Any) -> PRNGKey:
 def canonicalize_key(rng_key: Any) -> PRNGKey:
     """Accept an int seed in [0, 2**64) (a NumPy integer or 0-d integer array too), a typed key or a legacy
     uint32[2] key (also traced, inside a user's jit); return a typed key. A seed out of range is a
-    ValueError naming ``rng_key`` (the same seed gives the same key with and without ``jax_enable_x64``)."""
+    ValueError naming ``rng_key`` (the same seed gives the same key with and without ``jax_enable_x64``).
+
+    Examples
+    --------
+    >>> key = canonicalize_key(0)                              # an int seed gives a typed key
+    >>> jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    True
+    >>> bool(jnp.all(jax.random.key_data(canonicalize_key(jax.random.key(0))) == jax.random.key_data(key)))
+    True
+    """
     if _is_int_seed(rng_key):
         return _key_from_seed(rng_key)
     if isinstance(rng_key, jax.Array) and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
@@ -298,7 +346,18 @@ def refresh(state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity) -> E
     """``state`` with its cached log density (and gradient) recomputed for ``logdensity_fn``, keeping the
     positions, parameters and step counter. Call it whenever the log density changed since ``state`` was
     made (the parameters of a model trained between sampling steps): the accept test compares a proposal
-    with the cached value, so a stale one biases every step after the change."""
+    with the cached value, so a stale one biases every step after the change.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel = engine.make_kernel("mala")
+    >>> state = engine.init(kernel, jaxprobe.priors.StandardNormal(), jnp.zeros((4, 2)))
+    >>> shifted = jaxprobe.priors.DiagonalGaussian(jnp.ones(2), jnp.ones(2))   # the density changed (a trained model)
+    >>> state = refresh(state, kernel, shifted)                       # the cached log density follows it
+    >>> bool(jnp.allclose(state.kernel_state.logdensity, shifted(jnp.zeros(2))))
+    True
+    """
     return EngineState(kernel.init(state.kernel_state.position, logdensity_fn), state.parameters, state.step)
 
 
@@ -320,6 +379,16 @@ class WarmupState(NamedTuple):
     in shared mode they are pooled across chains at the end of each window. Means and
     sums over chains follow the kernel's numerics policy (a fixed pairwise tree in the
     reproducible mode, ``jnp.mean``/``jnp.sum`` in the fast one).
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> warmup_state = warmup_init(state, kernel)                      # warmup in pieces: init, run..., final
+    >>> is_slow, is_window_end = warmup_schedule(kernel, 50)
+    >>> warmup_state.engine.kernel_state.position.shape, warmup_state.welford.mean.shape   # per-chain statistics
+    ((4, 2), (4, 2))
     """
 
     engine: EngineState
@@ -333,6 +402,15 @@ def warmup_schedule(kernel: Any, num_steps: int) -> tuple[np.ndarray, np.ndarray
     Returns ``(is_slow, is_window_end)``: in slow steps the mass matrix statistics
     are accumulated; at a window end the inverse mass matrix is updated and step
     size adaptation restarts. Kernels without a mass matrix only have fast steps.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> is_slow, is_window_end = warmup_schedule(engine.make_kernel("hmc"), 100)   # HMC adapts a mass matrix
+    >>> is_slow.shape, int(is_slow.sum()) > 0, int(is_window_end.sum()) > 0
+    ((100,), True, True)
+    >>> int(warmup_schedule(engine.make_kernel("mala"), 100)[0].sum())             # MALA: step size only
+    0
     """
     if num_steps == 0:
         return np.zeros((0,), bool), np.zeros((0,), bool)
@@ -361,7 +439,20 @@ def _dual_typed(dual: Any, dtype: Any) -> Any:
 
 def warmup_init(state: EngineState, kernel: Any, target_acceptance_rate: float | None = None,
                 shared: bool = False) -> WarmupState:
-    """Start adaptation from the current parameters of ``state``."""
+    """Start adaptation from the current parameters of ``state``.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> warmup_state = warmup_init(state, kernel)                      # warmup in pieces: init, run..., final
+    >>> is_slow, is_window_end = warmup_schedule(kernel, 50)
+    >>> warmup_state, stats = warmup_run(jax.random.key(1), warmup_state, kernel, logdensity, is_slow, is_window_end)
+    >>> state = warmup_final(warmup_state)
+    >>> state.parameters["step_size"].shape, int(state.step)           # per-chain step sizes; counter reset
+    ((4,), 0)
+    """
     target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
     da_init, _, _ = dual_averaging_adaptation(target)
     step_size = state.parameters["step_size"]
@@ -401,6 +492,19 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
 
     Step ``t`` uses ``fold_in(rng_key, t)`` with ``t`` the global warmup step, so
     warmup in chunks equals warmup in one piece.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> warmup_state = warmup_init(state, kernel)                      # warmup in pieces: init, run..., final
+    >>> is_slow, is_window_end = warmup_schedule(kernel, 50)
+    >>> first, _ = warmup_run(jax.random.key(1), warmup_state, kernel, logdensity, is_slow[:25], is_window_end[:25])
+    >>> both, _ = warmup_run(jax.random.key(1), first, kernel, logdensity, is_slow[25:], is_window_end[25:])
+    >>> whole, _ = warmup_run(jax.random.key(1), warmup_state, kernel, logdensity, is_slow, is_window_end)
+    >>> bool(jnp.allclose(warmup_final(both).parameters["step_size"], warmup_final(whole).parameters["step_size"]))
+    True
     """
     rng_key = canonicalize_key(rng_key)
     target = kernel.target_acceptance_rate if target_acceptance_rate is None else target_acceptance_rate
@@ -448,7 +552,20 @@ def warmup_run(rng_key: PRNGKey, warmup_state: WarmupState, kernel: Any, logdens
 
 
 def warmup_final(warmup_state: WarmupState) -> EngineState:
-    """The engine state to sample from: the averaged step size of dual averaging (Hoffman & Gelman 2014)."""
+    """The engine state to sample from: the averaged step size of dual averaging (Hoffman & Gelman 2014).
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> warmup_state = warmup_init(state, kernel)                      # warmup in pieces: init, run..., final
+    >>> is_slow, is_window_end = warmup_schedule(kernel, 50)
+    >>> warmup_state, stats = warmup_run(jax.random.key(1), warmup_state, kernel, logdensity, is_slow, is_window_end)
+    >>> state = warmup_final(warmup_state)                             # the averaged step size, to sample with
+    >>> state.parameters["step_size"].shape, int(state.step)
+    ((4,), 0)
+    """
     state = warmup_state.engine
     parameters = dict(state.parameters)
     parameters["step_size"] = jnp.exp(warmup_state.dual_averaging.log_step_size_avg).astype(
@@ -465,6 +582,15 @@ class WindowAdaptation:
     ``target_acceptance_rate``: None for the kernel's own. ``shared``: one step size from the mean
     acceptance over chains and one mass matrix pooled over chains (else one per chain). Splittable:
     the schedule may be run in chunks (the progress bar of :func:`jaxprobe.sample`).
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("hmc"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> state, stats = adapt(jax.random.key(1), state, WindowAdaptation(kernel), logdensity, 100)
+    >>> state.parameters["step_size"].shape, state.parameters["inverse_mass_matrix"].shape
+    ((4,), (4, 2))
     """
 
     kernel: Kernel
@@ -496,6 +622,15 @@ def adapt(rng_key: PRNGKey, state: EngineState, adaptation: Adaptation, logdensi
 
     Pure and jit-able (``adaptation``, ``logdensity_fn`` and ``num_steps`` static). Returns the
     adapted engine state (step counter reset to 0) and the warmup statistics ``(C,)``.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> state, stats = adapt(jax.random.key(1), state, WindowAdaptation(kernel, shared=True), logdensity, 50)
+    >>> int(state.step), int(stats.num_steps)                 # warmup done in one piece; counter reset
+    (0, 50)
     """
     rng_key = canonicalize_key(rng_key)
     schedule = jax.tree.map(jnp.asarray, adaptation.schedule(num_steps))
@@ -526,5 +661,15 @@ def warmup(rng_key: PRNGKey, state: EngineState, kernel: Kernel, logdensity_fn: 
     schedule, and a diagonal inverse mass matrix for HMC/NUTS; for ChEES its cross-chain
     adaptation (:class:`jaxprobe.engine.chees.ChEESAdaptation`, ``shared`` has no effect). Returns
     the adapted engine state (step counter reset to 0) and warmup statistics.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> state, stats = engine.warmup(jax.random.key(2), state, kernel, logdensity, num_steps=100)
+    >>> step_size = state.parameters["step_size"]                   # adapted per chain
+    >>> step_size.shape, bool(jnp.all((step_size > 0.2) & (step_size < 5.0)))
+    ((4,), True)
     """
     return adapt(rng_key, state, kernel.adaptation(target_acceptance_rate, shared), logdensity_fn, num_steps)

@@ -39,7 +39,14 @@ __all__ = ["RankDiagnostics", "nested_rhat", "rank_diagnostics", "rhat_ess_bulk"
 
 
 class RankDiagnostics(NamedTuple):
-    """Convergence diagnostics of K quantities in each cell (each ``(cells, K)``), from :func:`rank_diagnostics`."""
+    """Convergence diagnostics of K quantities in each cell (each ``(cells, K)``), from :func:`rank_diagnostics`.
+
+    Examples
+    --------
+    >>> result = rank_diagnostics(np.random.default_rng(0).normal(size=(3, 4, 100, 2)))   # 3 cells
+    >>> result.rhat_bulk.shape, result.ess_tail.shape
+    ((3, 2), (3, 2))
+    """
 
     rhat_bulk: np.ndarray  #: rank-normalized split R̂
     rhat_folded: np.ndarray  #: rank-normalized split R̂ of the draws folded about their median
@@ -163,6 +170,13 @@ def split_gelman_rubin(draws: np.ndarray) -> np.ndarray:
     screen for which of very many coordinates (images) deserve the full
     rank-normalized R̂. A constant coordinate gives NaN (or a value near 1 after
     rounding). At least 4 draws.
+
+    Examples
+    --------
+    >>> draws = np.random.default_rng(0).normal(size=(4, 500, 2))    # (chains, draws, K)
+    >>> stuck = draws + np.arange(4)[:, None, None]                  # each chain around its own value
+    >>> split_gelman_rubin(draws).round(3).tolist(), split_gelman_rubin(stuck).round(1).tolist()
+    ([1.0, 1.001], [1.6, 1.6])
     """
     draws = np.asarray(draws)
     if draws.ndim != 3 or draws.shape[1] < 4:
@@ -197,6 +211,13 @@ def rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
     RankDiagnostics
         Each field ``(cells, K)``, float64. A quantity that never changes has NaN R̂ and ESS 0; one holding
         a NaN has NaN everywhere.
+
+    Examples
+    --------
+    >>> draws = np.random.default_rng(0).normal(size=(1, 4, 500, 2))   # (cells, chains, draws, K): mixed chains
+    >>> result = rank_diagnostics(draws)
+    >>> result.rhat.shape, bool(np.all(result.rhat < 1.01)), bool(np.all(result.ess_bulk > 1000))
+    ((1, 2), True, True)
     """
     draws = np.asarray(draws)
     if draws.ndim != 4 or draws.shape[2] < 4:
@@ -244,7 +265,16 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
 
 def rhat_ess_bulk(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(rhat, ess_bulk)`` of :func:`rank_diagnostics`: rank-normalized split R̂ (max of bulk and folded) and
-    bulk ESS, each ``(cells, K)``. ``draws`` ``(cells, chains, draws >= 4, K)``."""
+    bulk ESS, each ``(cells, K)``. ``draws`` ``(cells, chains, draws >= 4, K)``.
+
+    Examples
+    --------
+    >>> draws = np.random.default_rng(0).normal(size=(1, 4, 500, 2))
+    >>> stuck = draws + np.arange(4)[None, :, None, None]            # each chain around its own value
+    >>> rhat, ess = rhat_ess_bulk(stuck)
+    >>> bool(np.all(rhat > 1.1)), bool(np.all(rhat_ess_bulk(draws)[0] < 1.01))
+    (True, True)
+    """
     result = rank_diagnostics(draws)
     return result.rhat, result.ess_bulk
 
@@ -269,6 +299,12 @@ def rhat_from_moments(chain_mean: Any, chain_var: Any, num_draws: Any, *,
     -------
     array
         ``(..., K)``; NaN where no chain varies.
+
+    Examples
+    --------
+    >>> chain_mean = np.array([[0.0], [0.1], [-0.1], [0.05]])          # 4 chains' means of 1 quantity
+    >>> rhat_from_moments(chain_mean, np.ones((4, 1)), 500, xp=np).round(4).tolist()
+    [1.0026]
     """
     between = num_draws * xp.var(chain_mean, axis=-2, ddof=1)
     within = xp.mean(chain_var, axis=-2)
@@ -307,6 +343,12 @@ def nested_rhat(chain_mean: Any, chain_var: Any, num_draws: Any,
     ------
     ValueError
         If C is not a multiple of S or S < 2.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).normal(size=(8, 100, 1))          # 8 chains in 2 superchains
+    >>> bool(nested_rhat(x.mean(1), x.var(1, ddof=1), 100, 2, xp=np)[0] < 1.01)
+    True
     """
     chain_mean, chain_var = xp.asarray(chain_mean), xp.asarray(chain_var)
     chains = chain_mean.shape[0]

@@ -25,13 +25,17 @@ observables use (they see the draws once, as they are made, and cannot compute a
 ``i`` starts at particle ``i`` (:func:`jaxprobe.engine.api.sample` places the particles as chains in order),
 so the chains of one group form one independent system: particles that share ancestors after resampling, and
 chains that keep the modes they started in. The means of the G groups (over their chains and draws) are
-independent, and ``mcse`` is their standard deviation over √G, a t statistic with G − 1 degrees of freedom;
-``Samples.log_evidence_se`` comes from the same G groups (the delta method on their evidence estimates).
-Per-chain ESS would count the chains of one group as independent and report too small an error.
+independent, and ``mcse`` is their standard deviation over √G, a t statistic with G − 1 degrees of freedom
+(:func:`group_standard_error`, the one group-based error: :func:`particle_observed` for the particles and the
+streamed observables, :func:`streamed`, and :func:`log_mean_and_se` for ``log_evidence_se``, the delta method
+on the same G groups' evidence estimates, inside the compiled SMC run). Per-chain ESS would count the chains of
+one group as independent and report too small an error.
 
 When the error cannot be trusted (fewer than :data:`~jaxprobe.engine.streaming.MIN_BATCHES` batches or groups,
 an ESS below :data:`~jaxprobe.engine.streaming.MIN_ESS`, values that never changed) the estimate carries a
-``note`` saying so, and ``Samples.expectation`` warns with an :class:`MCSEWarning`.
+``note`` saying so, and ``Samples.expectation`` warns with an :class:`MCSEWarning`; a run whose SMC groups are
+too few for any of its errors says so in its verdict (``Verdict.mcse_warning``, warned as an
+:class:`MCSEWarning` by :func:`jaxprobe.engine.verdict.report`).
 """
 
 from __future__ import annotations
@@ -44,10 +48,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import diagnostics
-from jaxprobe.engine.streaming import (MIN_ESS, NUM_BATCHES, Observed, combine_notes, few_batches_note,
-                                       particle_observed, zero_error_note)
+from jaxprobe.engine.streaming import (MIN_ESS, NUM_BATCHES, Observed, ObservableSums, combine_notes,
+                                       few_batches_note, observed, zero_error_note)
 
-__all__ = ["Estimate", "MCSEWarning", "METHODS", "estimate", "evaluate", "check_function"]
+__all__ = ["Estimate", "MCSEWarning", "METHODS", "estimate", "evaluate", "check_function", "group_standard_error",
+           "log_mean_and_se", "particle_observed", "streamed", "SMC_GROUPS"]
 
 #: An estimate: ``.mean`` and ``.mcse`` (and how it was made); the type of a run's observables.
 Estimate = Observed
@@ -58,7 +63,97 @@ CHUNK_DRAWS = 4096
 
 
 class MCSEWarning(UserWarning):
-    """An estimate's Monte-Carlo standard error cannot be trusted (its ``note`` says why)."""
+    """An estimate's Monte-Carlo standard error cannot be trusted (its ``note`` says why).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     rare = samples.expectation(lambda x: x[0] > 10.0)   # an event no draw showed: error 0 is no error bar
+    >>> caught[0].category.__name__, float(rare.mean), rare.note is not None
+    ('MCSEWarning', 0.0, True)
+    """
+
+
+#: What the groups behind an ``"smc_groups"`` error are called in its notes.
+SMC_GROUPS = "independent SMC particle groups"
+
+
+def group_standard_error(group_means: Any, xp: Any = np) -> Any:
+    """The standard error of the mean of G independent, equally sized groups' means ``(G, *shape)``: their
+    standard deviation (ddof 1) over √G, ``(*shape)``, a t statistic with G − 1 degrees of freedom; NaN for
+    G = 1 (no spread to measure). The one group-based error of jaxprobe (module docstring): SMC observables
+    and expectations (:func:`particle_observed`) and log Z (:func:`log_mean_and_se`). ``xp``: ``numpy`` on
+    the host or ``jax.numpy`` inside a compiled program (SMC's stages).
+
+    Examples
+    --------
+    >>> round(float(group_standard_error(np.array([1.0, 2.0, 3.0, 4.0]))), 4)   # sd (ddof 1) / √4
+    0.6455
+    """
+    num_groups = group_means.shape[0]
+    if num_groups < 2:
+        return xp.full(group_means.shape[1:], xp.nan, group_means.dtype)
+    return xp.std(group_means, axis=0, ddof=1) / math.sqrt(num_groups)
+
+
+def log_mean_and_se(log_estimates: Any) -> tuple[Any, Any]:
+    """``log mean_g Ẑ_g`` and its delta-method standard error ``sd_g(Ẑ_g) / (√G mean_g Ẑ_g)`` from G independent
+    groups' ``log Ẑ_g`` ``(G,)`` (jax.numpy, jit-able; SMC's ``log_evidence`` and ``log_evidence_se`` at every
+    stage): :func:`group_standard_error` of the ratios ``Ẑ_g / mean Ẑ_g = exp(log Ẑ_g − log mean Ẑ)``,
+    formed in log space so that no ``Ẑ_g`` is exponentiated on its own. NaN for G = 1.
+
+    Examples
+    --------
+    >>> log_z, se = log_mean_and_se(jnp.log(jnp.array([1.0, 2.0, 3.0, 2.0])))   # 4 groups' log Ẑ
+    >>> round(float(log_z), 4), round(float(se), 4)                              # log 2; sd/(√4 · 2)
+    (0.6931, 0.2041)
+    """
+    num_groups = log_estimates.shape[0]
+    log_mean = jax.scipy.special.logsumexp(log_estimates) - math.log(num_groups)
+    ratios = jnp.exp(log_estimates - log_mean)
+    return log_mean, group_standard_error(ratios, jnp)
+
+
+def particle_observed(values: Any, num_groups: int) -> Observed:
+    """An estimate over the N equally weighted particles of a tempered SMC run, ``values`` ``(N, *shape)``,
+    whose ``num_groups`` = G groups of N/G consecutive particles are independent SMC systems
+    (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` over all particles, ``mcse`` the
+    :func:`group_standard_error` of the G group means (NaN for G = 1; a ``note`` below
+    :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups), ``per_chain_mean`` the particles' own values and
+    ``num_batches`` G.
+
+    Examples
+    --------
+    >>> result = particle_observed(np.arange(8.0), num_groups=4)   # 8 particles, 4 independent groups
+    >>> float(result.mean), result.method, result.note is not None    # too few groups for a trusted error
+    (3.5, 'smc_groups', True)
+    """
+    values = np.asarray(values, np.float64)
+    groups = values.reshape((num_groups, -1) + values.shape[1:]).mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcse = group_standard_error(groups)
+    return Observed(values.mean(axis=0), mcse, values, int(num_groups), "smc_groups", None,
+                    combine_notes(few_batches_note(int(num_groups), SMC_GROUPS), zero_error_note(mcse)))
+
+
+def streamed(sums: ObservableSums, num_groups: int | None = None) -> Observed:
+    """An observable's estimate from the per-chain batch sums a run folded in
+    (:class:`~jaxprobe.engine.streaming.ObservableSums`; host NumPy, float64).
+
+    ``num_groups`` None: independent chains, the error by batch means over chains and batches
+    (:func:`jaxprobe.engine.streaming.observed`). ``num_groups`` G: chains that continue the particles of an SMC
+    run with G independent groups (chain i started at particle i, so the chains of one group are one independent
+    system, not independent of each other): :func:`particle_observed` of the chains' means."""
+    if num_groups is None:
+        return observed(sums)
+    batch_sums = np.asarray(sums.sums, np.float64)  # (B, C, *shape)
+    per_chain_mean = batch_sums.sum(axis=0) / np.asarray(sums.counts, np.float64).sum()
+    return particle_observed(per_chain_mean, num_groups)
 
 
 def _ess_estimate(values: np.ndarray) -> Observed:
@@ -114,6 +209,15 @@ def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto"
     Estimate
         ``mean`` and ``mcse`` of ``shape``, ``per_chain_mean`` ``(C, *shape)``, ``num_batches``, ``method``,
         ``ess`` (``"ess"``), ``note`` (None when the error can be trusted).
+
+    Examples
+    --------
+    >>> values = np.random.default_rng(0).normal(size=(4, 1000))   # (chains, draws)
+    >>> result = estimate(values)
+    >>> bool(abs(result.mean) < 5 * result.mcse), result.method, result.note
+    (True, 'ess', None)
+    >>> estimate(np.ones((4, 100))).note is not None               # a value that never changed: no error bar
+    True
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -129,8 +233,7 @@ def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto"
         if num_groups is None or values.shape[0] % num_groups:
             raise ValueError(f"method='smc_groups' needs the chains to form num_groups equal groups of SMC "
                              f"particles, got {values.shape[0]} chains and num_groups={num_groups}")
-        result = particle_observed(values.mean(axis=1), num_groups)
-        return result._replace(per_chain_mean=values.mean(axis=1))
+        return particle_observed(values.mean(axis=1), num_groups)
     flat = values.reshape(values.shape[:2] + (-1,))
     if method == "batch_means" or values.shape[1] < 4:
         result = _batch_means_estimate(flat)
@@ -146,7 +249,17 @@ def check_function(fn: Any, one: Any, two: Any, name: str = "fn") -> tuple[int, 
     ``name``: it must be callable, run on one position ``one`` (a pytree without chain or draw axes), return a
     numeric array of finite values, and give the same value for that position inside ``jax.vmap`` over two
     positions ``two`` (leading axis 2) as alone (a function that reads a chain or batch axis does not).
-    Returns the output shape."""
+    Returns the output shape.
+
+    Examples
+    --------
+    >>> check_function(lambda x: x[0], jnp.ones(2), jnp.ones((2, 2)))    # one position, two positions -> shape
+    ()
+    >>> check_function(lambda x: "a", jnp.ones(2), jnp.ones((2, 2)), name="target")
+    Traceback (most recent call last):
+        ...
+    TypeError: target must return a real numeric array (or a number), got str
+    """
     if not callable(fn):
         raise TypeError(f"{name} must be a function of one position, got {type(fn).__name__}")
     try:
@@ -177,7 +290,15 @@ def check_function(fn: Any, one: Any, two: Any, name: str = "fn") -> tuple[int, 
 def evaluate(fn: Callable[[Any], Any], positions: Any, name: str = "fn", chunk: int = CHUNK_DRAWS) -> np.ndarray:
     """``fn`` at every draw of ``positions`` (a pytree of leaves ``(C, N, *event)``) → ``(C, N, *shape)``
     float64, after :func:`check_function`; ``jax.vmap`` over chunks of ``chunk`` draws (the last one padded, so
-    one program serves them all). Raises naming ``name`` when ``fn`` gives a non-finite value."""
+    one program serves them all). Raises naming ``name`` when ``fn`` gives a non-finite value.
+
+    Examples
+    --------
+    >>> positions = jnp.ones((4, 10, 2))                        # (chains, draws, D)
+    >>> values = evaluate(lambda x: x @ x, positions)           # fn of ONE position, at every draw
+    >>> values.shape, float(values[0, 0])
+    ((4, 10), 2.0)
+    """
     leaves, treedef = jax.tree_util.tree_flatten(positions)
     num_chains, num_draws = np.shape(leaves[0])[:2]
     flat = [np.asarray(leaf).reshape((num_chains * num_draws,) + np.shape(leaf)[2:]) for leaf in leaves]

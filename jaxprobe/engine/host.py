@@ -20,7 +20,13 @@ def to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
 
 def to_host(array: jax.Array) -> np.ndarray:
     """``array`` as one NumPy array on this host: gathered from every process when chains are sharded over
-    several hosts (``jax.distributed``), else a (zero-copy on CPU) view."""
+    several hosts (``jax.distributed``), else a (zero-copy on CPU) view.
+
+    Examples
+    --------
+    >>> to_host(jnp.arange(3.0))                                      # a NumPy array on this host
+    array([0., 1., 2.], dtype=float32)
+    """
     if jax.process_count() > 1:  # pragma: no cover - needs several hosts
         from jax.experimental import multihost_utils
 

@@ -78,6 +78,15 @@ def check_numerics(value: Any, name: str = "numerics") -> str | None:
     Accepts ``None``, ``"reproducible"``, ``"fast"`` or a :class:`Numerics`. Raises ``TypeError``
     for anything that is not a string (``numerics=1``) and ``ValueError`` for an unknown name
     (``numerics="quick"``); both messages name ``name`` and the accepted values.
+
+    Examples
+    --------
+    >>> check_numerics("fast"), check_numerics(None)            # None: decided per platform later
+    ('fast', None)
+    >>> check_numerics("quick")
+    Traceback (most recent call last):
+        ...
+    ValueError: numerics must be None (per platform), 'reproducible' or 'fast', got 'quick'
     """
     if value is None:
         return None
@@ -96,19 +105,36 @@ def default_numerics(devices: Iterable[Any] | None = None) -> str:
 
     ``"reproducible"`` when every device is a CPU (the batch-invariant sums and the unrolled
     hash are measures for CPUs), ``"fast"`` on GPUs and TPUs (and on a mix of platforms).
+
+    Examples
+    --------
+    >>> default_numerics(jax.devices("cpu"))                   # "fast" on GPUs and TPUs
+    'reproducible'
     """
     devices = list(jax.devices() if devices is None else devices)
     return "reproducible" if all(device.platform == "cpu" for device in devices) else "fast"
 
 
 def resolve_numerics(value: Any, devices: Iterable[Any] | None = None) -> "Numerics":
-    """The policy of a run: ``value`` checked (:func:`check_numerics`), ``None`` decided by ``devices``."""
+    """The policy of a run: ``value`` checked (:func:`check_numerics`), ``None`` decided by ``devices``.
+
+    Examples
+    --------
+    >>> resolve_numerics("fast"), resolve_numerics(None, jax.devices("cpu"))
+    (Numerics('fast'), Numerics('reproducible'))
+    """
     mode = check_numerics(value)
     return Numerics(default_numerics(devices) if mode is None else mode)
 
 
 def as_numerics(value: Any) -> "Numerics":
-    """A :class:`Numerics` from a policy or a mode name (``None`` is refused: a kernel's policy is decided)."""
+    """A :class:`Numerics` from a policy or a mode name (``None`` is refused: a kernel's policy is decided).
+
+    Examples
+    --------
+    >>> as_numerics("fast") == FAST, as_numerics(REPRODUCIBLE) is REPRODUCIBLE
+    (True, True)
+    """
     if value is None:
         raise TypeError("numerics must be 'reproducible' or 'fast' (or a Numerics) here, got None; "
                         "sample(numerics=None) decides it from the run's devices")
@@ -172,6 +198,11 @@ def pairwise_chain_sum(values: Array) -> Array:
     plus an all-reduce, whose rounding depends on the device count. Elementwise
     adds are exact functions of their inputs wherever they run, so this tree
     gives bit-identical cross-chain statistics on one device or many.
+
+    Examples
+    --------
+    >>> float(pairwise_chain_sum(jnp.arange(5.0)))              # a fixed tree of adds, for any device count
+    10.0
     """
     while values.shape[0] > 1:
         if values.shape[0] % 2:
@@ -231,6 +262,15 @@ class Numerics:
     Frozen and hashable: a static part of the kernel (and so of every compiled program).
     Its methods are the only place the engine's maths asks how to draw noise, sum over
     chains or order a multiply-add.
+
+    Examples
+    --------
+    >>> Numerics("fast"), Numerics("fast") == FAST                # what sample(..., numerics="fast") uses
+    (Numerics('fast'), True)
+    >>> Numerics("quick")                                       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ...
     """
 
     mode: str = "reproducible"
@@ -317,12 +357,29 @@ FAST = Numerics("fast")
 
 def numerics_field() -> Any:
     """The ``numerics`` field of a kernel dataclass: keyword-only, default :data:`REPRODUCIBLE`, set by the
-    engine from the run's ``numerics=`` (:func:`with_numerics`), not a sampler option."""
+    engine from the run's ``numerics=`` (:func:`with_numerics`), not a sampler option.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     numerics: Numerics = numerics_field()                 # set by the engine from sample(numerics=...)
+    >>> MyKernel().numerics
+    Numerics('reproducible')
+    """
     return engine_field(REPRODUCIBLE, doc="the numerics policy (jaxprobe.engine.numerics)")
 
 
 def numerics_of(obj: Any) -> Numerics:
-    """The policy of a kernel (or of an adaptation's kernel): its ``numerics`` field, else :data:`REPRODUCIBLE`."""
+    """The policy of a kernel (or of an adaptation's kernel): its ``numerics`` field, else :data:`REPRODUCIBLE`.
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import MALA
+    >>> numerics_of(MALA()), numerics_of(MALA(numerics=FAST))
+    (Numerics('reproducible'), Numerics('fast'))
+    """
     value = getattr(obj, "numerics", None)
     if value is None and hasattr(obj, "kernel") and not isinstance(getattr(obj, "kernel"), str):
         value = getattr(obj.kernel, "numerics", None)
@@ -331,7 +388,14 @@ def numerics_of(obj: Any) -> Numerics:
 
 def with_numerics(kernel: Any, numerics: Any) -> Any:
     """``kernel`` with the run's policy: a copy with its ``numerics`` field replaced, or ``kernel`` itself
-    when it declares no such field (a registered kernel with its own arithmetic)."""
+    when it declares no such field (a registered kernel with its own arithmetic).
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import MALA
+    >>> with_numerics(MALA(), "fast")                          # a copy under the run's policy
+    MALA(target_acceptance_rate=0.574, numerics=Numerics('fast'))
+    """
     numerics = as_numerics(numerics)
     if not dataclasses.is_dataclass(kernel) or "numerics" not in {f.name for f in dataclasses.fields(kernel)}:
         return kernel

@@ -103,18 +103,70 @@ def _field(default: Any, spec: Option) -> Any:
 
 def int_option(default: int | None, *, minimum: int | None = None, maximum: int | None = None,
                allow_none: bool = False, doc: str = "") -> Any:
-    """A dataclass field holding an integer option in ``[minimum, maximum]``."""
+    """A dataclass field holding an integer option in ``[minimum, maximum]``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     name: ClassVar[str] = "my_kernel"                  # a kernel's name (not an option)
+    ...     num_steps: int = int_option(10, minimum=1, doc="leapfrog steps")
+    ...     def __post_init__(self):
+    ...         validate_options(self)
+    >>> MyKernel(num_steps=10.0)                              # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: ...num_steps...
+    """
     return _field(default, Option("int", minimum, maximum, allow_none=allow_none, doc=doc))
 
 
 def float_option(default: float, *, minimum: float | None = None, maximum: float | None = None,
                  exclusive_minimum: bool = False, exclusive_maximum: bool = False, doc: str = "") -> Any:
-    """A dataclass field holding a finite real option between ``minimum`` and ``maximum``."""
+    """A dataclass field holding a finite real option between ``minimum`` and ``maximum``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     name: ClassVar[str] = "my_kernel"                  # a kernel's name (not an option)
+    ...     scale: float = float_option(1.0, minimum=0.0, exclusive_minimum=True, doc="proposal scale")
+    ...     def __post_init__(self):
+    ...         validate_options(self)
+    >>> MyKernel(scale=0.5).scale
+    0.5
+    >>> MyKernel(scale=-1.0)                                   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ...scale...
+    """
     return _field(default, Option("float", minimum, maximum, exclusive_minimum, exclusive_maximum, doc=doc))
 
 
 def choice_option(default: Any, choices: tuple[Any, ...], *, doc: str = "") -> Any:
-    """A dataclass field holding one of ``choices`` (compared by value and type)."""
+    """A dataclass field holding one of ``choices`` (compared by value and type).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     name: ClassVar[str] = "my_kernel"                  # a kernel's name (not an option)
+    ...     kernel: str = choice_option("mala", ("mala", "hmc"), doc="the move")
+    ...     def __post_init__(self):
+    ...         validate_options(self)
+    >>> MyKernel(kernel="hmc").kernel
+    'hmc'
+    >>> MyKernel(kernel="nuts")                               # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ...kernel...
+    """
     return _field(default, Option("choice", choices=tuple(choices), doc=doc))
 
 
@@ -131,6 +183,13 @@ def option_specs(kernel_class: type) -> dict[str, Option]:
     Raises ``TypeError`` naming a field that was declared without an option helper: every
     field of a kernel is an option and must say what it accepts (fields declared with
     :func:`engine_field` are the engine's, not options, and are left out).
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import MALA
+    >>> spec = option_specs(MALA)["target_acceptance_rate"]
+    >>> spec.kind, spec.minimum, spec.maximum, spec.exclusive_minimum
+    ('float', 0.0, 1.0, True)
     """
     if not dataclasses.is_dataclass(kernel_class):
         raise TypeError(f"{getattr(kernel_class, '__name__', kernel_class)!r} must be a frozen dataclass "
@@ -157,7 +216,16 @@ def validate_options(kernel: Any) -> None:
 
 
 def check_option_names(sampler: str, kernel_class: type, options: Mapping[str, Any]) -> None:
-    """Reject keys of ``options`` that are not options of ``kernel_class``, naming the known ones."""
+    """Reject keys of ``options`` that are not options of ``kernel_class``, naming the known ones.
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import MALA
+    >>> check_option_names("mala", MALA, {"step": 1})         # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: sampler_options for 'mala': unknown option(s) 'step'; 'mala' takes target_acceptance_rate ...
+    """
     known = option_specs(kernel_class)
     unknown = [key for key in options if key not in known]
     if unknown:

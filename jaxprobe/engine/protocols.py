@@ -40,7 +40,13 @@ FlatLogDensity = Callable[[Array], Array]
 
 
 class StepInfo(NamedTuple):
-    """What one transition reports, per chain (each field has shape ``(C,)``)."""
+    """What one transition reports, per chain (each field has shape ``(C,)``).
+
+    Examples
+    --------
+    >>> StepInfo._fields
+    ('acceptance_rate', 'is_accepted', 'is_divergent', 'is_nonfinite', 'num_gradient_evaluations')
+    """
 
     acceptance_rate: Array
     is_accepted: Array
@@ -55,6 +61,13 @@ class EngineState(NamedTuple):
     ``kernel_state.position`` has shape ``(C, D)``; ``parameters`` maps names to
     per-chain arrays (``step_size`` ``()`` shared or ``(C,)``, ``inverse_mass_matrix`` ``(C, D)``, ...);
     ``step`` is the number of transitions done so far (int32 scalar).
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> state = engine.init(engine.make_kernel("hmc"), jaxprobe.priors.StandardNormal(), jnp.zeros((4, 3)))
+    >>> state.kernel_state.position.shape, state.parameters["inverse_mass_matrix"].shape, int(state.step)
+    ((4, 3), (4, 3), 0)
     """
 
     kernel_state: Any
@@ -63,7 +76,18 @@ class EngineState(NamedTuple):
 
 
 class RunStats(NamedTuple):
-    """Per-chain sums over every transition of a run (kept or thinned away), shape ``(C,)``."""
+    """Per-chain sums over every transition of a run (kept or thinned away), shape ``(C,)``.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> _, _, stats = engine.run(jax.random.key(1), state, kernel, logdensity, num_draws=20)
+    >>> acceptance_rate = stats.acceptance_rate_sum / stats.num_steps     # (C,) mean over the run
+    >>> acceptance_rate.shape, bool(jnp.all((acceptance_rate > 0) & (acceptance_rate <= 1)))
+    ((4,), True)
+    """
 
     acceptance_rate_sum: Array
     num_accepted: Array
@@ -131,6 +155,12 @@ class Kernel(Protocol):
     Optional: a ``numerics`` field (:func:`jaxprobe.engine.numerics.numerics_field`), the run's
     numerics policy, which the engine sets with :func:`jaxprobe.engine.numerics.with_numerics`
     (the built-in kernels and their adaptations read it).
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> isinstance(engine.MALA(), Kernel), isinstance(engine.make_kernel("nuts"), Kernel)   # checked at runtime
+    (True, True)
     """
 
     name: str
@@ -171,6 +201,12 @@ class Adaptation(Protocol):
       whole warmup in one call.
 
     Pure and jit-able; :func:`jaxprobe.engine.core.adapt` runs the four in one piece.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> isinstance(engine.WindowAdaptation(engine.MALA()), Adaptation)
+    True
     """
 
     kernel: Kernel
@@ -214,6 +250,14 @@ class WholeRunSampler(Protocol):
       whitening), checked before anything compiles; ``run(rng_key, initial_positions, num_samples,
       num_warmup) -> Samples`` samples it from ``initial_positions`` ``(C, S·K, d)``, positions
       ``(C, N, S·K·d)``.
+
+    Examples
+    --------
+    >>> import jaxprobe.samplers                               # registers jaxprobe's whole-run samplers
+    >>> from jaxprobe.engine import registry
+    >>> runs = [registry.whole_run_sampler(name) for name in registry.known_samplers(whole_run=True)]
+    >>> any(isinstance(run, WholeRunSampler) for run in runs)   # None for per-chain kernels such as "mala"
+    True
     """
 
     name: str

@@ -92,6 +92,13 @@ def random_bits_at(rng_key: PRNGKey, counters: Array, dtype: Any = jnp.uint32) -
     needs (e.g. chain-major ``(C, D + 1)``) keeps each device's chains' bits on that
     device when the chain axis is sharded, with no resharding. Only for keys where
     :func:`uses_unrolled_threefry` is true.
+
+    Examples
+    --------
+    >>> key = jax.random.key(0)
+    >>> stream = jax.random.bits(key, (3,))
+    >>> bool(jnp.all(random_bits_at(key, jnp.array([2, 0], jnp.uint32)) == stream[jnp.array([2, 0])]))
+    True
     """
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype(jnp.uint32), jnp.dtype(jnp.uint64)):
@@ -119,6 +126,12 @@ def random_bits(rng_key: PRNGKey, num: int, dtype: Any = jnp.uint32) -> Array:
         Number of words (static).
     dtype
         ``jnp.uint32`` (float32 samplers) or ``jnp.uint64`` (float64, needs ``jax_enable_x64``).
+
+    Examples
+    --------
+    >>> key = jax.random.key(0)
+    >>> bool(jnp.all(random_bits(key, 3) == jax.random.bits(key, (3,))))   # bit for bit
+    True
     """
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype(jnp.uint32), jnp.dtype(jnp.uint64)):
@@ -145,6 +158,14 @@ def random_words(rng_key: PRNGKey, num_rows: int, num_words: int, dtype: Any = j
 
     Other key implementations (``rbg``, ``unsafe_rbg``, custom ones), and
     ``num_rows · B ≥ 2³²``, fall back to ``jax.random.bits(rng_key, (num_rows, num_words))``.
+
+    Examples
+    --------
+    >>> words = random_words(jax.random.key(0), 4, 3)          # one row per chain
+    >>> words.shape, words.dtype
+    ((4, 3), dtype('uint32'))
+    >>> bool(jnp.all(random_words(jax.random.key(0), 2, 3) == words[:2]))   # row r depends only on key and r
+    True
     """
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype(jnp.uint32), jnp.dtype(jnp.uint64)):

@@ -7,7 +7,8 @@ the engine never tells samplers apart by name, only by the kernel's and its adap
 (:data:`jaxprobe.engine.kernels.BUILTIN_KERNELS`); :func:`register_sampler` adds one.
 
 Whole-run samplers (:class:`~jaxprobe.engine.protocols.WholeRunSampler`, e.g. the tree-ensemble Gibbs
-sampler of :mod:`jaxprobe.samplers`, registered when ``jaxprobe`` is imported) run a whole question
+sampler of :mod:`jaxprobe.samplers`, registered when that package is imported: ``generate`` and the configuration
+check import it) run a whole question
 themselves: :func:`register_whole_run_sampler` names one for ``generate``, ``sweep``, ``reconstruct`` and
 configuration files, which ask :func:`whole_run_sampler` for it; ``jaxprobe.sample`` takes engine kernels only.
 """
@@ -38,7 +39,13 @@ WHOLE_RUN_SAMPLERS: dict[str, Any] = {}
 def known_samplers(*, whole_run: bool = False) -> tuple[str, ...]:
     """Names accepted by ``sample(..., sampler=NAME)``: the engine kernels, built-in first, then registered ones.
     ``whole_run=True`` adds the registered whole-run samplers: the names ``generate``, ``sweep``,
-    ``reconstruct`` and configuration files take."""
+    ``reconstruct`` and configuration files take.
+
+    Examples
+    --------
+    >>> known_samplers()[:6]                                   # the built-in ones first, then any registered
+    ('mala', 'rwmh', 'hmc', 'nuts', 'chees', 'smc')
+    """
     kernels = tuple(SAMPLERS)
     if not whole_run:
         return kernels
@@ -46,18 +53,36 @@ def known_samplers(*, whole_run: bool = False) -> tuple[str, ...]:
 
 
 def known_kernels() -> tuple[str, ...]:
-    """Names accepted by ``sample(..., sampler=NAME)`` (the same as :func:`known_samplers`)."""
+    """Names accepted by ``sample(..., sampler=NAME)`` (the same as :func:`known_samplers`).
+
+    Examples
+    --------
+    >>> "nuts" in known_kernels()
+    True
+    """
     return known_samplers()
 
 
 def whole_run_sampler(sampler: Any) -> Any:
     """The :class:`~jaxprobe.engine.protocols.WholeRunSampler` registered as ``sampler``, or None (an engine
-    kernel's name, or an unknown one)."""
+    kernel's name, or an unknown one).
+
+    Examples
+    --------
+    >>> whole_run_sampler("mala") is None                      # an engine kernel, not a whole-run sampler
+    True
+    """
     return WHOLE_RUN_SAMPLERS.get(sampler) if isinstance(sampler, str) else None
 
 
 def sampler_class(sampler: str) -> type:
-    """The kernel class registered as ``sampler``; an unknown name raises ``ValueError`` listing the known ones."""
+    """The kernel class registered as ``sampler``; an unknown name raises ``ValueError`` listing the known ones.
+
+    Examples
+    --------
+    >>> sampler_class("nuts").__name__
+    'NUTS'
+    """
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
         hint = (f"; {sampler!r} is not an engine kernel: it is a whole-run sampler, which samples questions through "
                 "jaxprobe.generate, reconstruct, reconstruct_many, sweep and configuration files"
@@ -68,7 +93,13 @@ def sampler_class(sampler: str) -> type:
 
 def known_sampler_starts_at_target(sampler: str) -> bool:
     """Whether ``sampler`` draws its chains' starting points from the target itself (sequential Monte Carlo),
-    so that user-given starting points are not used and chains need not mix between modes."""
+    so that user-given starting points are not used and chains need not mix between modes.
+
+    Examples
+    --------
+    >>> known_sampler_starts_at_target("smc"), known_sampler_starts_at_target("mala")   # SMC starts at target draws
+    (True, False)
+    """
     return bool(getattr(SAMPLERS.get(sampler), "starts_at_target", False))
 
 
@@ -81,6 +112,15 @@ def make_kernel(sampler: str, sampler_options: Mapping[str, Any] | None = None, 
     ``TypeError`` for options that are not a mapping with string keys, an unknown option (listing the
     sampler's options and what each accepts) or an option of the wrong type; each message names the
     option and the accepted values.
+
+    Examples
+    --------
+    >>> make_kernel("hmc", num_integration_steps=5)            # doctest: +ELLIPSIS
+    HMC(num_integration_steps=5, target_acceptance_rate=0.8, ...)
+    >>> make_kernel("nuts", {"max_num_doublings": 0})          # checked before anything compiles
+    Traceback (most recent call last):
+        ...
+    ValueError: ...max_num_doublings...
     """
     cls = sampler_class(sampler)
     if sampler_options is None:
@@ -153,6 +193,26 @@ def register_sampler(name: str, kernel_class: type | None = None, *, replace: bo
     Raises ``ValueError`` for a name that is taken (unless ``replace=True``; built-in samplers cannot be
     replaced) or that differs from ``kernel_class.name``; ``TypeError`` for a class that is not a frozen
     dataclass with declared options, or whose default instance is not a ``Kernel``.
+
+    Examples
+    --------
+    A runnable variant: an existing kernel under a new name (one of your own follows the recipe above).
+
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> from jaxprobe.engine.kernels import RWMH
+    >>> @jaxprobe.register_sampler("my_rwmh")
+    ... @dataclasses.dataclass(frozen=True)
+    ... class MyRWMH(RWMH):
+    ...     name: ClassVar[str] = "my_rwmh"
+    >>> "my_rwmh" in known_kernels(), make_kernel("my_rwmh").target_acceptance_rate
+    (True, 0.234)
+    >>> register_sampler("my_rwmh", MyRWMH)      # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: a sampler named 'my_rwmh' is already registered (MyRWMH); pass replace=True to replace it
+    >>> unregister_sampler("my_rwmh")
+    >>> "my_rwmh" in known_kernels()
+    False
     """
     if kernel_class is None:
         return lambda cls: register_sampler(name, cls, replace=replace)
@@ -190,7 +250,15 @@ def register_sampler(name: str, kernel_class: type | None = None, *, replace: bo
 
 
 def unregister_sampler(name: str) -> None:
-    """Remove a sampler added by :func:`register_sampler` (built-in samplers stay)."""
+    """Remove a sampler added by :func:`register_sampler` (built-in samplers stay).
+
+    Examples
+    --------
+    >>> unregister_sampler("mala")                             # built-in samplers stay
+    Traceback (most recent call last):
+        ...
+    ValueError: ...
+    """
     if name in _BUILTIN_NAMES:
         raise ValueError(f"name {name!r} is a built-in sampler and cannot be removed")
     if name not in SAMPLERS:

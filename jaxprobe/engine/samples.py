@@ -9,12 +9,10 @@ import warnings
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from blackjax import diagnostics as blackjax_diagnostics
 
 from jaxprobe._io import CorruptFileError, float_from_json, float_to_json, read_checked_npz, write_checked_npz
-from jaxprobe.engine import estimates
+from jaxprobe.engine import diagnostics, estimates
 from jaxprobe.engine.estimates import Estimate
 from jaxprobe.engine.streaming import Observed
 from jaxprobe.engine.verdict import Verdict, assess
@@ -39,6 +37,13 @@ class Summary:
     sequential Monte Carlo the spread of the independent particle groups' means). ``rhat_is_criterion``:
     False after sequential Monte Carlo (the chains start at draws of the target and need not mix between
     modes; the table marks R̂ so). ``notes``: what was checked and which errors cannot be trusted.
+
+    Examples
+    --------
+    >>> summary = Summary(names=("x[0]",), mean=np.array([0.1]), sd=np.array([1.0]), mcse_mean=np.array([0.03]),
+    ...                   rhat=np.array([1.002]), ess_bulk=np.array([1100.0]), ess_tail=np.array([1000.0]))
+    >>> summary.to_dict()["x[0]"]["mean"]                        # what Samples.summary() returns, as a table
+    0.1
     """
 
     names: tuple[str, ...]
@@ -163,6 +168,29 @@ def _check_consistent(samples: "Samples") -> None:
     for name, value in (samples.observables or {}).items():
         if np.shape(value.per_chain_mean)[:1] != (num_chains,):
             raise ValueError(f"observable {name!r} has per-chain means of shape {np.shape(value.per_chain_mean)}")
+        if value.ess is not None and np.shape(value.ess) != np.shape(value.mean):
+            raise ValueError(f"observable {name!r} has an ess of shape {np.shape(value.ess)}, its mean "
+                             f"{np.shape(value.mean)}")
+
+
+def _estimate_header(value: Observed) -> dict[str, Any]:
+    """What a samples file's header holds of an estimate besides its arrays (``mean``, ``mcse``,
+    ``per_chain_mean`` and, for an ``"ess"`` estimate, ``ess``): how its error was made and whether to trust it."""
+    return {"num_batches": int(value.num_batches), "method": str(value.method), "note": value.note,
+            "has_ess": value.ess is not None}
+
+
+def _estimate_from_file(data: "_Members", prefix: str, about: Any, streamed_method: str) -> Observed:
+    """An estimate read back: its arrays under ``prefix`` and the header's :func:`_estimate_header`. Files written
+    before it hold the number of batches alone: their method is the one the run streamed them with,
+    ``streamed_method`` (``"smc_groups"`` after SMC, else ``"batch_means"``), and their note was not kept."""
+    arrays = [data[f"{prefix}.{field}"] for field in ("mean", "mcse", "per_chain_mean")]
+    if not isinstance(about, dict):  # an older format-3 (or version 1/2) file: num_batches only
+        return Observed(*arrays, int(about), streamed_method)
+    if not isinstance(about.get("note"), (str, type(None))) or not isinstance(about.get("method"), str):
+        raise ValueError(f"{prefix}: its method or note is not text")
+    return Observed(*arrays, int(about["num_batches"]), about["method"],
+                    data[f"{prefix}.ess"] if about.get("has_ess") else None, about.get("note"))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -228,11 +256,27 @@ class Samples:
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
         (a whole-run sampler) or the file predates the field.
 
+    Notes
+    -----
     :meth:`save` / :meth:`load` keep every field (format version 3: a CRC32 of
     every array and every shape in one header, verified on load; a damaged file
-    raises :class:`jaxprobe.CorruptFileError`). Files of versions 1 and 2 (before
-    checksums) still load, unverified beyond their shapes and chain counts, with
+    raises :class:`jaxprobe.CorruptFileError`), the observables' ``method``, ``ess``
+    and ``note`` included (format-3 files written before those were kept load with
+    the method the run streamed them with, ``ess=None`` and ``note=None``). Files of versions 1 and 2
+    (before checksums) still load, unverified beyond their shapes and chain counts, with
     the defaults of the newer fields.
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> samples.positions.shape, samples.logdensity.shape, samples.acceptance_rate.shape
+    ((4, 500, 2), (4, 500), (4,))
+    >>> samples.sampler, samples.num_chains, samples.num_draws
+    ('mala', 4, 500)
+    >>> print(samples.verdict)                                # doctest: +ELLIPSIS
+    Verdict: converged: 4 chains x 500 draws; max R-hat ...
     """
 
     positions: ArrayTree
@@ -275,7 +319,17 @@ class Samples:
                              "keep_draws=True for the draws")
 
     def flat_positions(self) -> tuple[np.ndarray, tuple[str, ...]]:
-        """All coordinates as one ``(chain, draw, K)`` array and their names, e.g. ``x[3]``."""
+        """All coordinates as one ``(chain, draw, K)`` array and their names, e.g. ``x[3]``.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> flat, names = samples.flat_positions()
+        >>> flat.shape, names
+        ((4, 500, 2), ('x[0]', 'x[1]'))
+        """
         self._draws("flat_positions")
         columns, names = [], []
         leaves = _leaf_paths(self.positions)
@@ -289,21 +343,38 @@ class Samples:
         return np.concatenate(columns, axis=-1), tuple(names)
 
     def summary(self, max_coordinates: int | None = None) -> Summary:
-        """Mean, sd, MCSE, split R̂, bulk and tail ESS per coordinate (BlackJAX's R̂ and ESS; the MCSE as
-        :meth:`expectation` estimates it).
+        """Mean, sd, MCSE, rank-normalized split R̂ (the larger of bulk and folded), bulk and tail ESS per
+        coordinate (:func:`jaxprobe.engine.diagnostics.rank_diagnostics`, ArviZ's and BlackJAX's estimators; the
+        MCSE as :meth:`expectation` estimates it).
 
         ``max_coordinates`` limits the work for very high-dimensional positions
         (images): only the first K coordinates are summarized. After sequential Monte Carlo R̂ is marked as no
         criterion and the notes say what was checked (:meth:`smc_checks`); coordinates whose MCSE cannot be
         trusted are named in the notes.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> summary = samples.summary()
+        >>> summary.names
+        ('x[0]', 'x[1]')
+        >>> bool(all(abs(summary.mean) < 0.3) and all(abs(summary.sd - 1.0) < 0.2) and all(summary.rhat < 1.01))
+        True
+        >>> print(summary)                                        # doctest: +ELLIPSIS
+                           mean         sd      mcse   r_hat  ess_bulk  ess_tail
+                x[0] ...
+                x[1] ...
         """
         flat, names = self.flat_positions()
         if max_coordinates is not None:
             flat, names = flat[..., :max_coordinates], names[:max_coordinates]
         if self.num_draws < 4:
             raise ValueError(f"summary needs at least 4 draws per chain, got {self.num_draws}")
-        x = jnp.asarray(flat, jnp.float64 if flat.dtype == np.float64 else jnp.float32)
-        per_coordinate = lambda fn: np.asarray(jax.vmap(fn, in_axes=2)(x))
+        # The verdict's own rank-normalized statistics, in NumPy: nothing to compile (BlackJAX's, run eagerly per
+        # coordinate, compiled ~175 one-operation programs: 13 s on a first summary()).
+        ranks = diagnostics.rank_diagnostics(flat[None])
         sd = flat.reshape(-1, flat.shape[-1]).std(axis=0, ddof=1)
         finite = np.all(np.isfinite(flat), axis=(0, 1))
         mcse = np.full(flat.shape[-1], np.nan)
@@ -320,9 +391,9 @@ class Samples:
             mean=flat.mean(axis=(0, 1)),
             sd=sd,
             mcse_mean=mcse,
-            rhat=per_coordinate(blackjax_diagnostics.rhat),
-            ess_bulk=per_coordinate(blackjax_diagnostics.ess_bulk),
-            ess_tail=per_coordinate(blackjax_diagnostics.ess_tail),
+            rhat=ranks.rhat[0],
+            ess_bulk=ranks.ess_bulk[0],
+            ess_tail=ranks.ess_tail[0],
             rhat_is_criterion=not self.chains_start_at_target,
             notes=tuple(notes),
         )
@@ -377,6 +448,17 @@ class Samples:
         ValueError
             If the run kept no draws (``keep_draws=False``: pass ``observables={"name": fn}`` to
             ``sample`` / ``generate`` instead, which averages ``fn`` as the run goes), or ``fn`` fails as above.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> estimate = samples.expectation(lambda x: x[0] > 0.0)  # P(x₀ > 0) = 0.5
+        >>> bool(abs(estimate.mean - 0.5) < 5 * estimate.mcse), estimate.note is None
+        (True, True)
+        >>> print(estimate)                                       # doctest: +ELLIPSIS
+        0... ± 0.0...
         """
         if self.positions is None:
             raise ValueError("expectation(fn) needs the draws, and this run kept none (keep_draws=False): pass "
@@ -397,12 +479,33 @@ class Samples:
     def diagnostics(self, **options: Any) -> Verdict:
         """A fresh :class:`~jaxprobe.engine.verdict.Verdict` of these draws: :func:`~jaxprobe.engine.verdict.assess`
         with ``options`` (``rhat_threshold``, ``min_ess``, ``max_coordinates``). ``samples.verdict`` holds the
-        one computed when the run finished."""
+        one computed when the run finished.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> samples.diagnostics(rhat_threshold=1.0001).converged  # a stricter R̂ threshold than the default 1.01
+        False
+        >>> samples.diagnostics().converged
+        True
+        """
         self._draws("diagnostics()")
         return assess(self, **options)
 
     def to_numpy(self) -> dict[str, Any]:
-        """All fields as a dict of NumPy arrays (``positions`` keeps its pytree structure)."""
+        """All fields as a dict of NumPy arrays (``positions`` keeps its pytree structure).
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> arrays = samples.to_numpy()
+        >>> arrays["positions"].shape, arrays["sampler"]
+        ((4, 500, 2), 'mala')
+        """
         out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         out["positions"] = jax.tree.map(np.asarray, self.positions)
         return out
@@ -412,6 +515,16 @@ class Samples:
 
         The format holds arrays and a JSON header only (no pickle), and
         :meth:`load` restores every field exactly.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> samples.save("draws.npz")
+        >>> loaded = jaxprobe.Samples.load("draws.npz")
+        >>> bool(np.array_equal(loaded.positions, samples.positions)), loaded.verdict.converged
+        (True, True)
         """
         path = os.fspath(path)
         leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(self.positions)]
@@ -430,8 +543,8 @@ class Samples:
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
             "num_groups": None if self.num_groups is None else int(self.num_groups),
-            "observables": {name: int(value.num_batches) for name, value in (self.observables or {}).items()},
-            "particle_observables": {name: int(value.num_batches)
+            "observables": {name: _estimate_header(value) for name, value in (self.observables or {}).items()},
+            "particle_observables": {name: _estimate_header(value)
                                      for name, value in (self.particle_observables or {}).items()},
         }
         arrays = {f"position_{i}": leaf for i, leaf in enumerate(leaves)}
@@ -442,7 +555,7 @@ class Samples:
         for prefix, observed in (("observable", self.observables), ("particle_observable",
                                                                      self.particle_observables)):
             for i, value in enumerate((observed or {}).values()):
-                for field in ("mean", "mcse", "per_chain_mean"):
+                for field in ("mean", "mcse", "per_chain_mean") + ("ess",) * (value.ess is not None):
                     arrays[f"{prefix}_{i}.{field}"] = np.asarray(getattr(value, field))
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
@@ -458,7 +571,18 @@ class Samples:
         array's CRC32 and shape against the header, the header's own CRC32, the structure's leaf indices, and one
         chain count (and draw count) across the fields. A file that does not verify raises
         :class:`jaxprobe.CorruptFileError` (a ``ValueError``) naming it; nothing is returned from it. Files of
-        format versions 1 and 2 carry no checksums: they load unverified beyond the shapes and counts."""
+        format versions 1 and 2 carry no checksums: they load unverified beyond the shapes and counts.
+
+        Examples
+        --------
+        >>> prior = jaxprobe.priors.StandardNormal()
+        >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+        ...                           num_samples=500, num_warmup=200, progress=False)
+        >>> samples.save("draws.npz")
+        >>> loaded = jaxprobe.Samples.load("draws.npz")
+        >>> loaded.positions.shape, loaded.sampler
+        ((4, 500, 2), 'mala')
+        """
         path = os.fspath(path)
         with _verified(path) as (header, data):
             if header.get("format_version") not in _READABLE_VERSIONS:
@@ -468,10 +592,11 @@ class Samples:
             path_keys = header.get("evidence_path")
             verdict = header.get("verdict")
             observables, particle_observables = (
-                {name: Observed(*(data[f"{prefix}_{i}.{field}"] for field in ("mean", "mcse", "per_chain_mean")),
-                                num_batches)
-                 for i, (name, num_batches) in enumerate(header.get(key, {}).items())} or None
-                for prefix, key in (("observable", "observables"), ("particle_observable", "particle_observables")))
+                {name: _estimate_from_file(data, f"{prefix}_{i}", about, method)
+                 for i, (name, about) in enumerate(header.get(key, {}).items())} or None
+                for prefix, key, method in (
+                    ("observable", "observables", "batch_means" if header.get("num_groups") is None else "smc_groups"),
+                    ("particle_observable", "particle_observables", "smc_groups")))
             samples = cls(
                 positions=None if header["structure"] is None else _decode_structure(header["structure"], leaves),
                 logdensity=data["logdensity"] if "logdensity" in data.files else None,
@@ -499,15 +624,29 @@ class Samples:
         return samples
 
     def to_arviz(self):
-        """An ``arviz.InferenceData`` (needs the optional ``arviz`` package)."""
+        """The draws for ArviZ (needs the optional ``arviz`` package, 0.x or 1.x).
+
+        Returns
+        -------
+        arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+            Group ``posterior``: one variable per leaf of the positions, shape ``(chains, draws, ...)`` with dims
+            ``chain`` and ``draw`` (a bare array is ``x``; a pytree leaf is named by its path, e.g.
+            ``bias.0``); group ``sample_stats``: ``lp``, the log density ``(chains, draws)``.
+        """
+        import inspect
+
         self._draws("to_arviz")
         try:
             import arviz
         except ImportError as error:  # pragma: no cover - depends on the environment
             raise ImportError("to_arviz needs arviz: pip install 'jaxprobe[notebooks]' or pip install arviz") from error
         posterior = {}
-        for path, leaf in _leaf_paths(self.positions):
-            name = path.strip("[]'\"").replace("']['", ".").replace("][", ".") or "x"
+        for path, leaf in jax.tree_util.tree_flatten_with_path(self.positions)[0]:
+            name = ".".join(str(getattr(entry, "key", getattr(entry, "idx", getattr(entry, "name", entry))))
+                            for entry in path) or "x"
             posterior[name] = np.asarray(leaf)
-        sample_stats = {"lp": np.asarray(self.logdensity)}
-        return arviz.from_dict(posterior=posterior, sample_stats=sample_stats)
+        groups = {"posterior": posterior, "sample_stats": {"lp": np.asarray(self.logdensity)}}
+        # ArviZ 1.x takes one dict of groups (from_dict(data)) and returns a DataTree; 0.x takes each group as a keyword
+        if "posterior" in inspect.signature(arviz.from_dict).parameters:
+            return arviz.from_dict(**groups)
+        return arviz.from_dict(groups)

@@ -81,8 +81,9 @@ estimate is ``log Ẑ = log mean_g Ẑ_g`` (a mean of estimates that are unbiase
 fixed schedule and fixed kernel parameters; the adaptive choices add a bias that
 vanishes as N grows), and its standard error by the delta method
 ``se(log Ẑ) ≈ sd_g(Ẑ_g) / (√G · mean_g Ẑ_g)``, computed from the ratios
-``Ẑ_g / mean Ẑ_g = exp(log Ẑ_g − log Ẑ)`` (stable in log space). The same is
-recorded at every stage, giving the evidence path ``log Z(λ_k)``.
+``Ẑ_g / mean Ẑ_g = exp(log Ẑ_g − log Ẑ)`` (stable in log space;
+:func:`jaxprobe.engine.estimates.log_mean_and_se`, the group-based error the SMC observables use too). The same
+is recorded at every stage, giving the evidence path ``log Z(λ_k)``.
 
 The price of the groups: the standard error is itself estimated from G values (relative
 error ≈ 1/√(2(G−1)), 25 % at the default G = 8), so ``(log Ẑ − log Z)/se`` is t-like with
@@ -120,6 +121,7 @@ from blackjax.smc.tuning import from_particles
 
 from jaxprobe._inputs import check_int
 from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.estimates import log_mean_and_se as _log_mean_and_se  # the one group-based error
 from jaxprobe.engine.numerics import in_positions_dtype
 from jaxprobe.types import Array, PRNGKey
 
@@ -295,20 +297,6 @@ def _finite_or_neg_inf(value: Array) -> Array:
     return jnp.where(jnp.isfinite(value), value, -jnp.inf)
 
 
-def _log_mean_and_se(log_z_groups: Array) -> tuple[Array, Array]:
-    """``log mean_g Ẑ_g`` and the delta-method ``sd_g(Ẑ_g) / (√G mean_g Ẑ_g)`` from ``log Ẑ_g`` (G,).
-
-    The ratios ``Ẑ_g / mean Ẑ_g`` are formed in log space, so no ``Ẑ_g`` is exponentiated
-    on its own. With G = 1 the standard error is NaN (no spread to measure)."""
-    num_groups = log_z_groups.shape[0]
-    log_mean = jax.scipy.special.logsumexp(log_z_groups) - math.log(num_groups)
-    ratios = jnp.exp(log_z_groups - log_mean)
-    if num_groups < 2:
-        return log_mean, jnp.full((), jnp.nan, log_z_groups.dtype)
-    se = jnp.std(ratios, ddof=1) / math.sqrt(num_groups)
-    return log_mean, se
-
-
 def _concrete_float(value: object) -> float | None:
     """``float(value)``, or None when it is a tracer (inside a caller's ``jax.jit``)."""
     try:
@@ -367,7 +355,13 @@ def default_step_size(kernel: str, dim: int) -> float:
     """The first stage's step size in mass-matrix-whitened units: ``D^{-1/3}`` (MALA), ``D^{-1/4}`` (HMC).
 
     BlackJAX's MALA proposes ``z + ε∇log π + √(2ε) ξ`` (so ``ε`` is half the proposal
-    variance); its HMC ``ε`` is the leapfrog step."""
+    variance); its HMC ``ε`` is the leapfrog step.
+
+    Examples
+    --------
+    >>> round(default_step_size("mala", 8), 3), round(default_step_size("hmc", 16), 3)   # D^(−1/3), D^(−1/4)
+    (0.5, 0.5)
+    """
     return float(dim) ** INNER_KERNELS[kernel].step_size_exponent
 
 
@@ -378,7 +372,7 @@ def tempered_smc(
     particles: Array,
     *,
     kernel: str = "mala",
-    num_mcmc_steps: int = 10,
+    num_mcmc_steps: int = 5,
     target_ess: float = 0.5,
     max_stages: int = 200,
     num_groups: int = 8,
@@ -404,7 +398,8 @@ def tempered_smc(
     particles: ``(N, D)`` float, exact independent draws of ``r`` (λ = 0).
     kernel: ``"mala"`` (preconditioned MALA) or ``"hmc"`` (HMC, ``num_integration_steps``
         leapfrog steps). Static.
-    num_mcmc_steps: inner-kernel steps per particle per stage (≥ 1). Static.
+    num_mcmc_steps: inner-kernel steps per particle per stage (≥ 1; default 5, as ``sampler="smc"``: the
+        least spread per gradient evaluation among 2-10 steps measured, ``benchmarks/results/smc_settings.md``). Static.
     target_ess: ESS fraction in (0, 1) that fixes each λ increment. Traced (no recompile).
     max_stages: the most stages; ``info.reached_target`` says whether λ got to 1. Static.
     num_groups: independent particle groups for the standard error of ``log Z``; N must be
@@ -421,13 +416,30 @@ def tempered_smc(
 
     Raises
     ------
-    ValueError / TypeError naming the argument, before compiling, for: N < 2·num_groups,
-    N not divisible by num_groups, target_ess outside (0, 1), num_mcmc_steps < 1, an
-    unknown kernel, non-finite initial particles (when concrete), particles not of rank 2.
+    ValueError, TypeError
+        Naming the argument, before compiling, for: N < 2·num_groups,
+        N not divisible by num_groups, target_ess outside (0, 1), num_mcmc_steps < 1, an
+        unknown kernel, non-finite initial particles (when concrete), particles not of rank 2.
 
+    Notes
+    -----
     Under a caller's ``jax.jit`` pass the callables, ``kernel`` and the ints as static
     arguments, e.g. ``jax.jit(tempered_smc, static_argnames=("reference_logdensity", "tilt",
     "kernel", "num_mcmc_steps", "max_stages", "num_groups", "num_integration_steps"))``.
+
+    Examples
+    --------
+    >>> import math
+    >>> reference = jaxprobe.priors.StandardNormal()                # r = N(0, 1), exact draws
+    >>> tilt = lambda x: -2.0 * jnp.sum((x - 2.0) ** 2)              # ℓ: a bump N(2, ¼) up to its constant
+    >>> result = tempered_smc(jax.random.key(0), reference, tilt, reference.sample(jax.random.key(10), 256, (1,)))
+    >>> result.particles.shape, bool(result.info.reached_target)
+    ((256, 1), True)
+    >>> bool(abs(float(result.particles.mean()) - 1.6) < 0.1)        # the target is N(1.6, 0.2)
+    True
+    >>> exact = 0.5 * math.log(0.25 / 1.25) - 2.0 / 1.25             # log E_r[e^ℓ]
+    >>> bool(abs(float(result.log_evidence) - exact) < 4 * float(result.log_evidence_se))
+    True
     """
     _validate(reference_logdensity, tilt, particles, kernel, num_mcmc_steps, target_ess, max_stages,
               num_groups, initial_step_size, num_integration_steps)

@@ -36,7 +36,7 @@ from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
            "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
-           "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed", "particle_observed"]
+           "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
 DIAGNOSTIC_VALUES = 4096
@@ -63,7 +63,14 @@ def subset_plan(num_chains: int, num_draws: int, values: int = DIAGNOSTIC_VALUES
                 max_chains: int = DIAGNOSTIC_CHAINS) -> tuple[np.ndarray, int, int]:
     """``(chains, stride, num_subset_draws)`` of the diagnostic subset of a run of ``num_chains`` × ``num_draws``
     kept draws: ``chains`` the evenly spaced chain indices, and kept draw ``i`` is in the subset when
-    ``(i + 1) % stride == 0`` (the last draw of every ``stride`` draws), ``num_subset_draws`` of them."""
+    ``(i + 1) % stride == 0`` (the last draw of every ``stride`` draws), ``num_subset_draws`` of them.
+
+    Examples
+    --------
+    >>> chains, stride, num_subset_draws = subset_plan(num_chains=1000, num_draws=400)
+    >>> len(chains), stride, num_subset_draws                  # the verdict reads at most 256 chains
+    (256, 25, 16)
+    """
     subset_chains = min(num_chains, max_chains)
     chains = (np.arange(subset_chains) * num_chains) // subset_chains
     per_chain = max(1, values // subset_chains)
@@ -88,6 +95,13 @@ class Monitor:
     when it is sampled in chunks). ``observables``: ``((name, fn), ...)`` with ``fn`` of one flat position
     ``(D,)`` → an array (compose any change of space into ``fn``). ``max_coordinates``: position coordinates
     of the rank-normalized statistics (:data:`DEFAULT_MAX_COORDINATES`).
+
+    Examples
+    --------
+    >>> monitor = Monitor(num_chains=4, dim=2, num_draws=100, observables=(("norm2", lambda x: x @ x),))
+    >>> draw_stats, observables = init_stats(monitor, jnp.float32)   # what a run folds its draws into
+    >>> sorted(observables), observables["norm2"].sums.shape          # (batches, chains)
+    (['norm2'], (8, 4))
     """
 
     num_chains: int
@@ -144,6 +158,18 @@ class Observed(NamedTuple):
     ``note``: None when the error can be trusted, else why not (too few batches, groups or effective draws,
     values that never changed); such an estimate is reported with its note, never as a plain small error.
     ``str(estimate)`` reads ``0.697 ± 0.012``. ``Estimate`` (:mod:`jaxprobe.engine.estimates`) is the same type.
+
+    Examples
+    --------
+    >>> from jaxprobe.engine.estimates import estimate
+    >>> values = np.random.default_rng(0).normal(size=(4, 1000))   # f at 1000 draws of 4 chains
+    >>> result = estimate(values)                    # an Estimate, as Samples.expectation returns
+    >>> result.method, result.num_batches, result.per_chain_mean.shape, result.note
+    ('ess', 4, (4,), None)
+    >>> bool(abs(result.mean) < 5 * result.mcse), bool(0.01 < result.mcse < 0.03)   # ≈ 1/√4000
+    (True, True)
+    >>> print(result)
+    -0.0151 ± 0.01592
     """
 
     mean: np.ndarray
@@ -315,7 +341,16 @@ def finalize(stats: DrawStats, monitor: Monitor, xp: Any = jnp) -> Statistics:
 def stats_of_draws(position: np.ndarray, logdensity: np.ndarray, monitor: Monitor) -> DrawStats:
     """The statistics :func:`fold_draw` folds in over a run, taken at once from finished draws on the host:
     ``position`` ``(C, N, D)``, ``logdensity`` ``(C, N)``. For ``Samples.diagnostics()`` and the verdict of
-    draws made elsewhere; equal to the streamed statistics (tested)."""
+    draws made elsewhere; equal to the streamed statistics (tested).
+
+    Examples
+    --------
+    >>> monitor = Monitor(num_chains=4, dim=2, num_draws=100)
+    >>> position = np.random.default_rng(0).normal(size=(4, 100, 2))   # finished draws (C, N, D)
+    >>> statistics = finalize(stats_of_draws(position, -0.5 * (position ** 2).sum(-1), monitor), monitor, xp=np)
+    >>> statistics.split_rhat.shape, bool(np.all(statistics.split_rhat < 1.01))   # 2 coordinates + log density
+    ((3,), True)
+    """
     chains, stride, num_subset = monitor.plan()
     rows = np.arange(1, num_subset + 1) * stride - 1
     subset = np.concatenate([np.asarray(position)[chains][:, rows], np.asarray(logdensity)[chains][:, rows, None]],
@@ -377,39 +412,24 @@ def _drift(x: np.ndarray, flat: bool) -> np.ndarray:
     return moving & (flat | growing)
 
 
-def particle_observed(values: Any, num_groups: int) -> Observed:
-    """An observable over the N equally weighted particles of a tempered SMC run, ``values`` ``(N, *shape)``,
-    whose ``num_groups`` = G groups of N/G consecutive particles are independent SMC systems
-    (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` over all particles, ``mcse`` the standard deviation
-    (ddof 1) of the G group means over √G (NaN for G = 1; a t statistic with G − 1 degrees of freedom; a
-    ``note`` below :data:`MIN_BATCHES` groups), ``per_chain_mean`` the particles' own values and
-    ``num_batches`` G."""
-    values = np.asarray(values, np.float64)
-    groups = values.reshape((num_groups, -1) + values.shape[1:]).mean(axis=1)
-    mean = values.mean(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mcse = groups.std(axis=0, ddof=1) / np.sqrt(num_groups) if num_groups > 1 else np.full(mean.shape, np.nan)
-    return Observed(mean, mcse, values, int(num_groups), "smc_groups", None,
-                    combine_notes(few_batches_note(int(num_groups), "independent SMC particle groups"),
-                                  zero_error_note(mcse)))
+def observed(sums: ObservableSums) -> Observed:
+    """An observable's mean, Monte-Carlo standard error and per-chain means (host NumPy, float64), for chains
+    that are independent: the error by batch means over chains and batches. Chains that continue the particles
+    of an SMC run are not: :func:`jaxprobe.engine.estimates.streamed` takes their groups.
 
-
-def observed(sums: ObservableSums, num_groups: int | None = None) -> Observed:
-    """An observable's mean, Monte-Carlo standard error and per-chain means (host NumPy, float64).
-
-    ``num_groups`` None: chains that are independent, the error by batch means over chains and batches.
-    ``num_groups`` G: chains that continue the particles of an SMC run with G independent groups (chain i
-    started at particle i, so the chains of one group are one independent system, not independent of each
-    other): the error from the spread of the G groups' means, as :func:`particle_observed`."""
+    Examples
+    --------
+    >>> sums = ObservableSums(sums=np.random.default_rng(1).normal(size=(5, 4)), counts=np.full(5, 20.0))
+    >>> estimate = observed(sums)                              # 5 batches of 20 draws of 4 chains
+    >>> estimate.method, estimate.per_chain_mean.shape
+    ('batch_means', (4,))
+    """
     batch_sums = np.asarray(sums.sums, np.float64)  # (B, C, *shape)
     counts = np.asarray(sums.counts, np.float64)
     shape = (-1,) + (1,) * (batch_sums.ndim - 1)
     total = counts.sum()
     per_chain_mean = batch_sums.sum(axis=0) / total
     mean = per_chain_mean.mean(axis=0)
-    if num_groups is not None:
-        grouped = particle_observed(per_chain_mean, num_groups)
-        return grouped._replace(per_chain_mean=per_chain_mean)
     filled = counts > 0
     batch_means = batch_sums[filled] / counts[filled].reshape(shape)
     flat = batch_means.reshape((-1,) + batch_means.shape[2:])

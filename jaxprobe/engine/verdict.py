@@ -162,6 +162,14 @@ After SMC (``sampler="smc"``) the chains start at the particles of a tempered pa
 before λ = 1 leaves particles that are draws of the target tempered by λ, with its proportions of the
 modes: the verdict names the λ reached, ``max_stages`` and the remedy first, and R̂'s message points back
 at it (a run that is SMC already is never told to use ``sampler="smc"``).
+
+Every Monte-Carlo standard error of such a run (its observables, ``Samples.expectation``, ``log_evidence_se``)
+comes from the spread of its ``num_groups`` independent particle groups (:mod:`jaxprobe.engine.estimates`).
+With fewer than :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups that spread is itself too uncertain to
+be an error bar (2 groups: a t statistic with 1 degree of freedom, whose reported error is often several
+times too small): the verdict records the groups (``num_groups``) and says so in ``mcse_warning``, which
+:func:`report` issues as an :class:`~jaxprobe.engine.estimates.MCSEWarning` (the draws themselves may be
+fine, so it is no problem and ``converged`` is untouched).
 """
 
 from __future__ import annotations
@@ -178,6 +186,7 @@ import numpy as np
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import float_from_json, float_to_json
 from jaxprobe.engine import streaming
+from jaxprobe.engine.estimates import SMC_GROUPS, MCSEWarning
 from jaxprobe.engine.streaming import (DEFAULT_MAX_COORDINATES, DIFFUSION_RATIO, FLAT_TOLERANCE,  # noqa: F401
                                        MIN_CHAINS_FOR_SPREAD, MIN_DRAWS_FOR_DIFFUSION, MIN_DRAWS_FOR_RHAT,
                                        SPREAD_GROWTH)
@@ -214,13 +223,39 @@ STARTS_COVERAGE_FLOOR = 0.5
 
 
 class ConvergenceWarning(UserWarning):
-    """The chains did not converge; the message lists each problem with its next step."""
+    """The chains did not converge; the message lists each problem with its next step.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> verdict = samples.diagnostics(rhat_threshold=1.0001)      # a threshold this short run cannot meet
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = report(verdict, "warn")                         # what sample(..., convergence="warn") does
+    >>> caught[0].category.__name__, str(caught[0].message).splitlines()[0]
+    ('ConvergenceWarning', 'the chains did not converge:')
+    """
 
 
 class ConvergenceError(RuntimeError):
     """Raised instead of a :class:`ConvergenceWarning` under ``convergence="error"``.
 
     ``error.verdict`` holds the :class:`Verdict`.
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> verdict = samples.diagnostics(rhat_threshold=1.0001)      # a threshold this short run cannot meet
+    >>> try:
+    ...     report(verdict, "error")                            # what sample(..., convergence="error") does
+    ... except jaxprobe.ConvergenceError as error:
+    ...     print(error.verdict is verdict, str(error).splitlines()[1].split(":")[0])
+    True   - max R-hat 1.007 > 1 (x[0])
     """
 
     def __init__(self, message: str, verdict: "Verdict | None" = None):
@@ -289,6 +324,26 @@ class Verdict:
     tempering_finished, tempering_lambda
         For chains started by sequential Monte Carlo: whether its tempering path reached λ = 1 and the λ it
         reached (None otherwise); an unfinished path is a problem.
+    num_groups, mcse_warning
+        For chains started by sequential Monte Carlo: its independent particle groups, which every Monte-Carlo
+        standard error of the run comes from (None otherwise), and, with fewer than
+        :data:`~jaxprobe.engine.streaming.MIN_BATCHES` of them, why those errors cannot be trusted and what to do
+        (None otherwise): a warning (:func:`report` issues an :class:`~jaxprobe.engine.estimates.MCSEWarning`),
+        not a problem.
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> verdict = samples.verdict
+    >>> verdict.converged, verdict.problems, verdict.num_chains, verdict.num_draws
+    (True, (), 4, 500)
+    >>> bool(verdict.max_rhat < verdict.rhat_threshold), bool(verdict.min_ess_bulk > verdict.min_ess_threshold)
+    (True, True)
+    >>> strict = samples.diagnostics(rhat_threshold=1.0001)       # a fresh verdict, other thresholds
+    >>> strict.converged, len(strict.problems)
+    (False, 1)
     """
 
     converged: bool
@@ -319,6 +374,8 @@ class Verdict:
     worst_start_coordinate: str | None = None
     tempering_finished: bool | None = None
     tempering_lambda: float | None = None
+    num_groups: int | None = None
+    mcse_warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (non-finite floats as ``"nan"`` / ``"inf"`` strings); :meth:`from_dict` inverts it."""
@@ -363,6 +420,7 @@ class Verdict:
             facts.append(f"min bulk ESS {self.min_ess_bulk:.0f} (threshold {self.min_ess_threshold:.0f})")
         lines = [f"Verdict: {head}: {shape}" + (f"; {', '.join(facts)}" if facts else "")]
         lines += [f"  - {problem}" for problem in self.problems]
+        lines += [f"  warning: {self.mcse_warning}"] if self.mcse_warning else []
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -371,7 +429,13 @@ class Verdict:
 
 
 def default_thresholds(num_chains: int, min_ess: float | None = None) -> tuple[float, float]:
-    """``(rhat_threshold, min_ess)`` used by :func:`assess` for ``num_chains`` chains (see the module docs)."""
+    """``(rhat_threshold, min_ess)`` used by :func:`assess` for ``num_chains`` chains (see the module docs).
+
+    Examples
+    --------
+    >>> default_thresholds(4), default_thresholds(1000)        # (R̂ threshold, min ESS): looser R̂ for many chains
+    ((1.01, 400.0), (1.1, 400.0))
+    """
     if min_ess is None:
         min_ess = float(ESS_PER_CHAIN * min(max(int(num_chains), 1), ESS_CHAINS_CAP))
     implied = math.sqrt(1.0 + 2.0 * num_chains / min_ess) if min_ess > 0 else math.inf
@@ -452,7 +516,17 @@ class Tempering(NamedTuple):
 
 
 def check_policy(policy: Any) -> str:
-    """Return ``policy`` if it is one of :data:`POLICIES`, else raise ``ValueError`` naming ``convergence``."""
+    """Return ``policy`` if it is one of :data:`POLICIES`, else raise ``ValueError`` naming ``convergence``.
+
+    Examples
+    --------
+    >>> check_policy("error")
+    'error'
+    >>> check_policy("loud")
+    Traceback (most recent call last):
+        ...
+    ValueError: convergence must be one of 'warn', 'error', 'ignore'; got 'loud'
+    """
     if not isinstance(policy, str) or policy not in POLICIES:
         raise ValueError(f"convergence must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}")
     return policy
@@ -460,12 +534,18 @@ def check_policy(policy: Any) -> str:
 
 def report(verdict: Verdict, policy: str = "warn", stacklevel: int = 2) -> Verdict:
     """Act on a verdict: ``"warn"`` issues one :class:`ConvergenceWarning` listing every problem, ``"error"``
-    raises :class:`ConvergenceError`, ``"ignore"`` does nothing. A converged verdict passes silently.
+    raises :class:`ConvergenceError`, ``"ignore"`` does nothing. A converged verdict passes silently. A verdict
+    with an ``mcse_warning`` (error bars from too few SMC groups) issues an
+    :class:`~jaxprobe.engine.estimates.MCSEWarning` under ``"warn"`` and ``"error"`` (before any error: the
+    error bars are no convergence problem).
 
     ``stacklevel`` is counted from the caller of ``report`` as in :func:`warnings.warn`: 1 points at the
     line calling ``report``, 2 (default) at that function's caller. Returns ``verdict``.
     """
     check_policy(policy)
+    if verdict.mcse_warning and policy != "ignore":
+        warnings.warn(f"the Monte-Carlo standard errors cannot be trusted: {verdict.mcse_warning}", MCSEWarning,
+                      stacklevel=stacklevel + 1)
     if verdict.converged or policy == "ignore":
         return verdict
     message = ("the chains did not converge:\n" + "\n".join(f"  - {problem}" for problem in verdict.problems)
@@ -557,6 +637,15 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
     Returns
     -------
     Verdict
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> verdict = assess(samples, rhat_threshold=1.05)         # what samples.diagnostics(...) calls
+    >>> verdict.converged, verdict.rhat_threshold
+    (True, 1.05)
     """
     logdensity = np.asarray(samples.logdensity)
     if logdensity.ndim != 2:
@@ -581,7 +670,8 @@ def assess(samples: "Samples", *, rhat_threshold: float | None = None, min_ess: 
         num_divergent=samples.num_divergent, num_nonfinite=samples.num_nonfinite,
         thin=int(getattr(samples, "thin", 1) or 1), chains_start_at_target=start_at_target,
         rhat_threshold=rhat_threshold, min_ess=min_ess, tempering=Tempering.of_path(path),
-        starts=StartsCheck.of_verdict(getattr(samples, "verdict", None)))
+        starts=StartsCheck.of_verdict(getattr(samples, "verdict", None)),
+        num_groups=getattr(samples, "num_groups", None))
 
 
 class _Mixing(NamedTuple):
@@ -601,7 +691,8 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
                             names: CoordinateNames, *, acceptance_rate: Any, num_divergent: Any, num_nonfinite: Any,
                             thin: int, chains_start_at_target: bool, rhat_threshold: float | None = None,
                             min_ess: float | None = None, tempering: Tempering | None = None,
-                            start_range: Any = None, starts: StartsCheck | None = None) -> Verdict:
+                            start_range: Any = None, starts: StartsCheck | None = None,
+                            num_groups: int | None = None) -> Verdict:
     """Phrase the device's numbers (:func:`jaxprobe.engine.streaming.finalize`, as NumPy) as a :class:`Verdict`:
     thresholds, problems with their next steps, notes. Host work on ``O(D)`` numbers only.
 
@@ -609,7 +700,8 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
     ``start_range``: the smallest and largest starting point per flat coordinate, ``(2, D)``
     (:func:`start_range`), to judge how far the starts spread (see "Starting points" in the module docs);
     ``starts``: that judgement when it was made before (:func:`assess` takes it from the run's verdict).
-    With neither (or after SMC) it is not made.
+    With neither (or after SMC) it is not made. ``num_groups``: the independent particle groups of that SMC run
+    (too few give the verdict an ``mcse_warning``).
     """
     _check_thresholds(rhat_threshold, min_ess, 1)
     num_chains, num_draws = monitor.num_chains, monitor.num_draws
@@ -658,7 +750,31 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
         start_coverage_threshold=None if starts is None else starts.threshold,
         worst_start_coordinate=None if starts is None else starts.coordinate,
         tempering_finished=None if tempering is None else tempering.finished,
-        tempering_lambda=None if tempering is None else tempering.reached)
+        tempering_lambda=None if tempering is None else tempering.reached,
+        num_groups=None if num_groups is None else int(num_groups), mcse_warning=groups_warning(num_groups))
+
+
+def groups_warning(num_groups: int | None) -> str | None:
+    """Why the Monte-Carlo standard errors of a run started by SMC with ``num_groups`` independent particle groups
+    cannot be trusted, and what to do; None with at least :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups,
+    or without SMC (``num_groups`` None). The coverage quoted is that of ±1.96·mcse for a t statistic with
+    G − 1 degrees of freedom (the errors are the spread of G group means)."""
+    if num_groups is None or int(num_groups) >= streaming.MIN_BATCHES:
+        return None
+    from scipy.stats import t as student_t
+
+    groups = int(num_groups)
+    where = ("every Monte-Carlo standard error of this run (its observables, expectation(), log_evidence_se) comes "
+             "from the spread of its " + (f"{groups} {SMC_GROUPS}" if groups > 1 else "one SMC particle group"))
+    if groups < 2:
+        why = f"{where}: one group has no spread, so no error can be estimated (NaN)"
+    else:
+        coverage = 2.0 * float(student_t.cdf(1.959964, groups - 1)) - 1.0
+        why = (f"{where}, fewer than {streaming.MIN_BATCHES}: that spread is itself too uncertain to be an error "
+               f"bar (a t statistic with {groups - 1} degree{'s' * (groups > 2)} of freedom: mean ± 1.96·mcse covers "
+               f"the truth in {coverage:.0%} of runs, not 95%, and a single error can be several times too small)")
+    return (f"{why}: raise sampler_options['num_groups'] to at least {streaming.MIN_BATCHES} (num_chains divisible "
+            "by it, at least two chains per group)")
 
 
 def _starts_check(statistics: "streaming.Statistics", names: CoordinateNames, monitor: "streaming.Monitor",

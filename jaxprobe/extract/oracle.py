@@ -56,7 +56,7 @@ class Oracle:
     Example
     -------
     >>> oracle = Oracle(lambda x: jnp.sum(jnp.maximum(x, 0.0)), input_dim=3)
-    >>> oracle.gradient(jnp.array([[1.0, -1.0, 2.0]]))   # doctest: +SKIP
+    >>> oracle.gradient(jnp.array([[1.0, -1.0, 2.0]]))
     Array([[1., 0., 1.]], dtype=float32)
     >>> oracle.num_gradient_queries
     1

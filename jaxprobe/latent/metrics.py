@@ -53,7 +53,15 @@ def reconstruction_error(vae: Any, images: Any) -> np.ndarray:
 
 
 def nearest_neighbour_distance(images: Any, reference: Any) -> np.ndarray:
-    """Euclidean distance from each image to its nearest neighbour in ``reference`` (real images): ``(N,)``."""
+    """Euclidean distance from each image to its nearest neighbour in ``reference`` (real images): ``(N,)``.
+
+    Examples
+    --------
+    >>> images = np.zeros((3, 2, 2))                                 # 3 generated 2×2 images
+    >>> reference = np.ones((5, 2, 2)); reference[0] = 0.5           # real ones; the nearest is 0.5 everywhere
+    >>> nearest_neighbour_distance(images, reference).tolist()       # √(4 · 0.5²)
+    [1.0, 1.0, 1.0]
+    """
     flat = _as_flat("images", images)
     reference = jnp.asarray(_as_flat("reference images", reference, flat.shape[1]))
     blocks, count = _blocks(flat)
@@ -70,6 +78,13 @@ def predicted_labels(models: Sequence[Callable] | Callable, images: Any) -> np.n
     """argmax class of each model on each image: ``(num_models, N)`` (or ``(N,)`` for one model).
 
     Models take one flat image ``(H·W,)`` (or a batch) and return class probabilities or logits.
+
+    Examples
+    --------
+    >>> model = lambda x: jnp.stack([x.sum(-1), -x.sum(-1)], -1)     # flat image (H·W,) -> 2 logits
+    >>> images = np.stack([np.ones((2, 2)), -np.ones((2, 2))])
+    >>> predicted_labels(model, images).tolist(), predicted_labels([model, lambda x: -model(x)], images).tolist()
+    ([0, 1], [[0, 1], [1, 0]])
     """
     single = callable(models)
     model_list = [models] if single else list(models)

@@ -40,7 +40,14 @@ def _check_params(params: ArrayTree, name: str = "params") -> None:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PointMass:
-    """q(θ) = δ(θ − θ*): one draw, the trained parameters themselves."""
+    """q(θ) = δ(θ − θ*): one draw, the trained parameters themselves.
+
+    Examples
+    --------
+    >>> q = PointMass({"w": jnp.ones(2)})                    # e.g. a trained model's parameters
+    >>> jax.tree_util.tree_map(jnp.shape, q.draws)           # one draw, a leading K axis
+    {'w': (1, 2)}
+    """
 
     params: ArrayTree
 
@@ -62,6 +69,14 @@ class GaussianPerturbation:
 
     The draws are fixed at construction so the probe is a deterministic function
     of x (a Monte-Carlo estimate of the integral in Eq. 6 with common random numbers).
+
+    Examples
+    --------
+    >>> q = GaussianPerturbation({"w": jnp.ones(2)}, sigma=0.1, num_draws=5, rng_key=jax.random.key(0))
+    >>> jax.tree_util.tree_map(jnp.shape, q.draws), q.center["w"].tolist()
+    ({'w': (5, 2)}, [1.0, 1.0])
+    >>> bool(jnp.all(jnp.abs(q.draws["w"] - 1.0) < 1.0))      # θ* + σε, σ = 0.1
+    True
     """
 
     params: ArrayTree
@@ -98,6 +113,12 @@ class Ensemble:
     ``members``: a sequence of parameter pytrees of one structure, or one stacked
     pytree (``stacked=True``). ``center``: optional θ*; without it probes compare
     with the ensemble's mean prediction.
+
+    Examples
+    --------
+    >>> q = Ensemble([{"w": jnp.ones(2)}, {"w": jnp.zeros(2)}])   # e.g. two seeds' trained parameters
+    >>> q.draws["w"].shape, num_draws(q.draws)
+    ((2, 2), 2)
     """
 
     members: Any
@@ -131,6 +152,12 @@ class PosteriorSamples:
 
     Build with :meth:`from_samples` from a ``jaxprobe.Samples`` whose positions are
     parameter pytrees; ``num_draws`` draws are taken evenly from all chains and draws.
+
+    Examples
+    --------
+    >>> q = PosteriorSamples({"w": jnp.ones((7, 2))})        # 7 draws of θ (usually from_samples(samples, K))
+    >>> num_draws(q.draws)
+    7
     """
 
     draws: ArrayTree

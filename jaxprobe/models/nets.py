@@ -23,7 +23,14 @@ __all__ = ["LinearRegression", "LogisticRegression", "MLP", "LeNet5", "TwoLayerR
 
 
 class LinearRegression(nn.Module):
-    """y = W x + b: ``(..., d)`` → ``(..., num_outputs)``."""
+    """y = W x + b: ``(..., d)`` → ``(..., num_outputs)``.
+
+    Examples
+    --------
+    >>> net = LinearRegression()
+    >>> net.apply(net.init(jax.random.key(0), jnp.zeros(3)), jnp.zeros((7, 3))).shape
+    (7, 1)
+    """
 
     num_outputs: int = 1
 
@@ -36,6 +43,13 @@ class LogisticRegression(nn.Module):
     """Multinomial logistic regression: ``(..., d)`` → logits ``(..., num_classes)``.
 
     ``num_classes=1`` gives binary logistic regression with one logit (P(y=1|x) = σ(logit)).
+
+    Examples
+    --------
+    >>> net = LogisticRegression(num_classes=3)
+    >>> params = net.init(jax.random.key(0), jnp.zeros(4))
+    >>> jax.tree_util.tree_map(jnp.shape, params)
+    {'params': {'linear': {'bias': (3,), 'kernel': (4, 3)}}}
     """
 
     num_classes: int = 2
@@ -46,7 +60,15 @@ class LogisticRegression(nn.Module):
 
 
 class MLP(nn.Module):
-    """Fully connected network: ``(..., d)`` → ``(..., num_outputs)`` (logits or regression values)."""
+    """Fully connected network: ``(..., d)`` → ``(..., num_outputs)`` (logits or regression values).
+
+    Examples
+    --------
+    >>> net = MLP(hidden_sizes=(8,), num_outputs=3)
+    >>> params = net.init(jax.random.key(0), jnp.zeros(4))
+    >>> net.apply(params, jnp.zeros((5, 4))).shape           # (..., d) -> (..., num_outputs) logits
+    (5, 3)
+    """
 
     hidden_sizes: Sequence[int] = (64, 64)
     num_outputs: int = 1
@@ -65,6 +87,13 @@ class LeNet5(nn.Module):
     Both convolutions use SAME padding so that any image of at least 4×4 pixels works
     (28×28 MNIST and scikit-learn's 8×8 digits). Inputs: flat ``(..., H·W·C)``,
     ``(..., H, W)`` when C = 1, or ``(..., H, W, C)``; output logits ``(..., num_classes)``.
+
+    Examples
+    --------
+    >>> net = LeNet5(num_classes=10, image_shape=(28, 28, 1))
+    >>> params = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((1, 28, 28, 1)))   # shapes only
+    >>> jax.eval_shape(net.apply, params, jnp.zeros((2, 28, 28, 1))).shape              # images -> logits
+    (2, 10)
     """
 
     num_classes: int = 10
@@ -104,6 +133,13 @@ class TwoLayerReLU(nn.Module):
 
     The network of the model-reconstruction paper (Section 3); ``use_bias=False`` is
     its exact setting f(x) = Σ_i w_i ReLU(A_i·x), with no hidden or output bias.
+
+    Examples
+    --------
+    >>> net = TwoLayerReLU(hidden_dim=5)
+    >>> params = net.init(jax.random.key(0), jnp.zeros(3))
+    >>> net.apply(params, jnp.zeros(3)).shape, params["params"]["hidden"]["kernel"].shape   # scalar output
+    ((), (3, 5))
     """
 
     hidden_dim: int

@@ -53,6 +53,16 @@ class ImportedModel:
     reads them; what ``jaxprobe.generate`` builds exact constraints from) and ``read_inputs`` (the raw
     columns the model reads; others, such as columns a ColumnTransformer drops, may hold anything).
     Columns listed in ``coded_inputs`` hold a category's index (code), not its value.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LinearRegression
+    >>> x = np.random.default_rng(0).normal(size=(50, 3))
+    >>> model = from_sklearn(LinearRegression().fit(x, x @ np.array([1.0, -2.0, 0.5])))
+    >>> model.num_features, model.is_classifier, round(float(model(jnp.array([1.0, 1.0, 1.0]))), 3)
+    (3, False, -0.5)
+    >>> model.predict_batch(jnp.asarray(x[:4])).shape       # many rows at once
+    (4,)
     """
 
     def __init__(self, fn: Callable[[Array], Array], *, num_features: int, is_classifier: bool, output: str,
@@ -1106,6 +1116,18 @@ def from_sklearn(estimator: Any, *, one_hot: str = "exact") -> ImportedModel:
 
     Raises ``TypeError`` for an unsupported or unfitted estimator, and :class:`UnsupportedStepError`
     (a ``ValueError`` and a ``TypeError``) naming the Pipeline step (its name and class) it cannot import.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from jaxprobe import datasets
+    >>> data = datasets.iris()
+    >>> estimator = LogisticRegression(max_iter=500).fit(data.x, data.y)
+    >>> model = from_sklearn(estimator)                      # one row (4,) -> class probabilities (3,)
+    >>> model
+    ImportedModel(LogisticRegression, output=probabilities)
+    >>> bool(np.allclose(model(jnp.asarray(data.x[0])), estimator.predict_proba(data.x[:1])[0], atol=1e-5))
+    True
     """
     try:
         import sklearn  # noqa: F401  (every path below needs it)

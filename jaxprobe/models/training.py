@@ -71,6 +71,17 @@ def fit(
         data when ``batch_size >= n``), AdamW's learning rate and decoupled weight decay.
     params
         Variables to start from (default: ``module.init``).
+
+    Examples
+    --------
+    >>> from jaxprobe.models import MLP
+    >>> from jaxprobe import datasets
+    >>> data = datasets.iris()
+    >>> x = data.standardize(data.x)
+    >>> net = MLP(hidden_sizes=(8,), num_outputs=3)
+    >>> params = fit(0, net, x, data.y, num_steps=200, learning_rate=0.01)    # AdamW, cross-entropy
+    >>> accuracy(as_model(net, params), x, data.y) > 0.9
+    True
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a flax.linen Module, got {type(module).__name__}")
@@ -181,6 +192,16 @@ def as_model(module: nn.Module, params: ArrayTree, *, output: str = "probabiliti
     ``output="probabilities"``: softmax over the classes ``(..., k)``, or σ(logit) ``(...,)``
     for a one-output (binary) model; ``"logits"``: the raw outputs, with a one-wide last
     axis dropped (regression values ``(...,)``). Works on one input or a batch.
+
+    Examples
+    --------
+    >>> from jaxprobe.models import MLP
+    >>> net = MLP(hidden_sizes=(8,), num_outputs=3)
+    >>> params = net.init(jax.random.key(0), jnp.zeros(4))     # or trained: fit(...)
+    >>> model = as_model(net, params)                          # x -> class probabilities
+    >>> probabilities = model(jnp.ones(4))
+    >>> probabilities.shape, bool(abs(float(probabilities.sum()) - 1.0) < 1e-5)
+    ((3,), True)
     """
     if output not in _OUTPUTS:
         raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
@@ -201,7 +222,14 @@ def as_model(module: nn.Module, params: ArrayTree, *, output: str = "probabiliti
 
 def accuracy(model: Callable[[jax.Array], jax.Array], x: Any, y: Any) -> float:
     """Fraction of rows whose predicted class equals ``y``: argmax of ``(n, k)`` probabilities,
-    or ``p > 0.5`` for ``(n,)`` binary probabilities."""
+    or ``p > 0.5`` for ``(n,)`` binary probabilities.
+
+    Examples
+    --------
+    >>> model = lambda x: jnp.stack([1.0 - x[..., 0], x[..., 0]], axis=-1)   # (n, d) -> (n, 2) probabilities
+    >>> accuracy(model, np.array([[0.9], [0.2], [0.7]]), np.array([1, 0, 0]))
+    0.6666666666666666
+    """
     predictions = np.asarray(model(jnp.asarray(x)))
     y = np.asarray(y)
     labels = predictions.argmax(axis=-1) if predictions.ndim == 2 else (predictions > 0.5).astype(int)
@@ -211,7 +239,15 @@ def accuracy(model: Callable[[jax.Array], jax.Array], x: Any, y: Any) -> float:
 
 
 def save_params(path: str | os.PathLike, params: ArrayTree) -> None:
-    """Write ``params`` to ``path`` as Flax msgpack (atomically: an interruption leaves the old file)."""
+    """Write ``params`` to ``path`` as Flax msgpack (atomically: an interruption leaves the old file).
+
+    Examples
+    --------
+    >>> params = {"params": {"w": jnp.arange(3.0)}}
+    >>> save_params("weights.msgpack", params)
+    >>> load_params("weights.msgpack")["params"]["w"].tolist()
+    [0.0, 1.0, 2.0]
+    """
     data = flax.serialization.msgpack_serialize(flax.serialization.to_state_dict(jax.device_get(params)))
     atomic_write(path, lambda stream: stream.write(data))
 
@@ -231,7 +267,15 @@ def _check_finite_params(path: str | os.PathLike, state: Any) -> None:
 def load_params(path: str | os.PathLike, template: ArrayTree | None = None) -> ArrayTree:
     """Read weights written by :func:`save_params`; with ``template`` (e.g. ``module.init(...)``)
     the result has its structure and the shapes are checked, else a nested dict of arrays. A NaN or inf
-    weight is a ValueError naming the file and the leaf."""
+    weight is a ValueError naming the file and the leaf.
+
+    Examples
+    --------
+    >>> save_params("weights.msgpack", {"params": {"w": jnp.arange(3.0)}})
+    >>> template = {"params": {"w": jnp.zeros(3)}}                 # e.g. module.init(...): shapes checked
+    >>> load_params("weights.msgpack", template)["params"]["w"].shape
+    (3,)
+    """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"path {os.fspath(path)!r} does not exist")
     with open(path, "rb") as stream:

@@ -40,7 +40,13 @@ def _samples(name: str, value: Any) -> np.ndarray:
 
 
 def gaussian_kl(mean_p: Any, covariance_p: Any, mean_q: Any, covariance_q: Any) -> float:
-    """Closed-form KL(N(μ_P, Σ_P) ‖ N(μ_Q, Σ_Q)) (nats)."""
+    """Closed-form KL(N(μ_P, Σ_P) ‖ N(μ_Q, Σ_Q)) (nats).
+
+    Examples
+    --------
+    >>> gaussian_kl(np.zeros(2), np.eye(2), np.ones(2), np.eye(2))     # ½|μ_P − μ_Q|² for equal covariances
+    1.0
+    """
     mean_p, mean_q = np.atleast_1d(np.asarray(mean_p, float)), np.atleast_1d(np.asarray(mean_q, float))
     covariance_p, covariance_q = np.atleast_2d(covariance_p).astype(float), np.atleast_2d(covariance_q).astype(float)
     dim = mean_p.size
@@ -62,7 +68,15 @@ def gaussian_kl(mean_p: Any, covariance_p: Any, mean_q: Any, covariance_q: Any) 
 
 def gaussian_kl_from_samples(p: Any, q: Any, ridge: float = 0.0) -> float:
     """KL between the Gaussians fitted to ``p`` ``(n, D)`` and ``q`` ``(m, D)`` (sample mean, covariance
-    with ddof=1), each covariance plus ``ridge · I`` (for features that are constant within a class)."""
+    with ddof=1), each covariance plus ``ridge · I`` (for features that are constant within a class).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p, q = rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)) + 1.0   # exact KL: 1
+    >>> bool(abs(gaussian_kl_from_samples(p, q) - 1.0) < 0.2)
+    True
+    """
     p, q = _samples("p", p), _samples("q", q)
     if p.shape[1] != q.shape[1]:
         raise ValueError(f"p and q must have the same number of features, got {p.shape[1]} and {q.shape[1]}")
@@ -74,7 +88,15 @@ def gaussian_kl_from_samples(p: Any, q: Any, ridge: float = 0.0) -> float:
 
 
 def gaussian_kl_marginals(p: Any, q: Any, ridge: float = 0.0) -> np.ndarray:
-    """``(D,)`` closed-form KL of the fitted 1-D Gaussians of each feature: per-feature marginals."""
+    """``(D,)`` closed-form KL of the fitted 1-D Gaussians of each feature: per-feature marginals.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p, q = rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)) + 1.0   # exact: ½ per feature
+    >>> bool(np.all(np.abs(gaussian_kl_marginals(p, q) - 0.5) < 0.1))
+    True
+    """
     p, q = _samples("p", p), _samples("q", q)
     var_p, var_q = p.var(0, ddof=1) + ridge, q.var(0, ddof=1) + ridge
     if np.any(var_p <= 0) or np.any(var_q <= 0):
@@ -106,6 +128,13 @@ def knn_kl(p: Any, q: Any, k: int = 1, *, return_se: bool = False) -> float | tu
     mean "no detectable difference".
 
     It needs distinct points: ties (discrete features) raise ValueError.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p, q = rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)) + 1.0   # exact KL: 1
+    >>> bool(abs(knn_kl(p, q) - 1.0) < 0.2)
+    True
     """
     from scipy.spatial import cKDTree
     from scipy.special import digamma
@@ -158,7 +187,15 @@ def _within(tree: Any, points: np.ndarray, radius: np.ndarray, available: int,
 
 
 def knn_kl_marginals(p: Any, q: Any, k: int = 1) -> np.ndarray:
-    """``(D,)`` k-NN KL estimate of each feature's 1-D marginal."""
+    """``(D,)`` k-NN KL estimate of each feature's 1-D marginal.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p, q = rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2)) + 1.0   # exact: ½ per feature
+    >>> bool(np.all(np.abs(knn_kl_marginals(p, q) - 0.5) < 0.1))
+    True
+    """
     p, q = _samples("p", p), _samples("q", q)
     return np.array([knn_kl(p[:, j], q[:, j], k) for j in range(p.shape[1])])
 

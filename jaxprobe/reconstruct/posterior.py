@@ -434,9 +434,11 @@ def reconstruct(
 
     Example
     -------
+    >>> from jaxprobe.reconstruct import GaussianClasses
     >>> truth = GaussianClasses(means=[[1.0, 0.0], [-1.0, 0.5]], covariance=np.eye(2))
     >>> result = reconstruct(0, truth.bayes_classifier(), truth.prior(), num_chains=256)
-    >>> result.class_draws(0).shape     # (256, 500, 2): draws of p̂(x | y = 0) = N(μ_0, I)
+    >>> result.class_draws(0).shape     # draws of p̂(x | y = 0) = N(μ_0, I)
+    (256, 500, 2)
     """
     convergence = check_policy(sample_options.pop("convergence", "warn"))
     result = reconstruct_many(rng_key, [(model, prior)], num_chains=num_chains, num_samples=num_samples,

@@ -54,6 +54,14 @@ class GaussianMixture(ValueObject):
     With a shared covariance the whitening L⁻¹ (a precomputed matrix) is applied once per evaluation, so a
     kernel density estimate over a few hundred points costs one (D, D) matmul plus
     ``M·D`` multiply-adds.
+
+    Examples
+    --------
+    >>> prior = GaussianMixture(np.array([1.0, 3.0]), np.array([[0.0, 0.0], [2.0, 2.0]]), np.eye(2))
+    >>> prior.weights.tolist()                                        # normalized
+    [0.25, 0.75]
+    >>> round(float(prior(jnp.zeros(2))), 4)                          # a log density, usable as a prior
+    -3.1707
     """
 
     weights: Any
@@ -142,6 +150,12 @@ def kernel_density(sample: Any, bandwidth: str | float = "scott") -> GaussianMix
     Kernel covariance ``h² · Cov(sample)`` with ``h = n^(−1/(D+4))`` (Scott's rule),
     ``(n (D+2) / 4)^(−1/(D+4))`` (Silverman's), or a given positive float h.
     Raises ValueError for fewer than D + 1 points (the sample covariance would be singular).
+
+    Examples
+    --------
+    >>> prior = kernel_density(np.random.default_rng(0).normal(size=(50, 2)))   # one component per point
+    >>> prior.means.shape, prior.covariance.shape
+    ((50, 2), (2, 2))
     """
     sample = as_float_array(sample, "sample", ndim=2)
     n, dim = sample.shape
@@ -166,6 +180,15 @@ def fit_gaussian(sample: Any, kind: str = "full", shrinkage: str | float | None 
     ``shrinkage``: ``"ledoit_wolf"`` (scikit-learn's Ledoit–Wolf estimate, well conditioned
     for small samples), a float α ∈ [0, 1] for ``(1 − α) S + α (tr S / D) I``, or None for
     the plain sample covariance. Columns with zero variance raise ValueError (drop them first).
+
+    Examples
+    --------
+    >>> sample = np.random.default_rng(0).normal(size=(500, 2)) * 2.0 + 1.0
+    >>> prior = fit_gaussian(sample)                                  # a jaxprobe.priors.Gaussian
+    >>> type(prior).__name__, bool(np.allclose(prior.mean, 1.0, atol=0.3))
+    ('Gaussian', True)
+    >>> bool(np.allclose(np.diag(prior.covariance), 4.0, atol=0.8))
+    True
     """
     sample = as_float_array(sample, "sample", ndim=2)
     if sample.shape[0] < 2:
@@ -198,6 +221,12 @@ def prior_moments(prior: Any, dim: int | None = None) -> tuple[np.ndarray, np.nd
 
     Known: StandardNormal (needs ``dim`` or its ``event_shape``), DiagonalGaussian, Gaussian,
     UniformBox, GaussianMixture. Anything else raises TypeError.
+
+    Examples
+    --------
+    >>> mean, covariance = prior_moments(jaxprobe.priors.StandardNormal(), dim=2)
+    >>> mean.tolist(), covariance.tolist()
+    ([0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]])
     """
     if isinstance(prior, StandardNormal):
         shape = prior.event_shape
@@ -231,6 +260,12 @@ def misspecify(prior: Any, mean_shift: float = 0.0, covariance_scale: float = 1.
 
     Gaussian: N(m + k s⊙u, c Σ); DiagonalGaussian likewise; UniformBox: centre shifted by k s⊙u,
     half-widths times √c; GaussianMixture: μ_j ↦ m + k s⊙u + √c (μ_j − m), Σ_j ↦ c Σ_j.
+
+    Examples
+    --------
+    >>> shifted = misspecify(jaxprobe.priors.StandardNormal(), mean_shift=1.0, dim=2)   # one sd along every feature
+    >>> [m.tolist() for m in prior_moments(shifted)]
+    [[1.0, 1.0], [[1.0, 0.0], [0.0, 1.0]]]
     """
     shift = check_number(mean_shift, "mean_shift")
     scale = check_number(covariance_scale, "covariance_scale", minimum=0.0, exclusive_minimum=True)

@@ -12,7 +12,9 @@ For one data set (standardized features, a stratified train/test split):
 * fidelity = KL(true class-conditional of the held-out test rows ‖ reconstruction), Gaussian and k-NN,
   averaged over classes; a synthetic model of the same kind is trained on ``synthetic_size``
   reconstructed rows (at least as many as the model saw) in its class proportions, and scored on the
-  same test set as the base model;
+  same test set as the base model; each accuracy and their ratio carry the standard error of the test set's
+  sampling (``*_se``, :func:`synthetic_accuracy`: binomial, the ratio paired on the same rows), which does not
+  cover the spread over which reconstructed rows were drawn;
 * Spearman correlations: KL vs prior error (all runs), KL vs model error (correct prior), synthetic
   vs base accuracy (correct prior).
 """
@@ -201,6 +203,10 @@ def run_sweep(
                     "prior_error": float(prior_error), "model_error": 1.0 - base_accuracy,
                     "base_accuracy": base_accuracy, "synthetic_accuracy": accuracy["synthetic_accuracy"],
                     "accuracy_ratio": accuracy["ratio"],
+                    # standard errors of the test set's sampling (synthetic_accuracy says what they cover)
+                    "base_accuracy_se": accuracy["base_accuracy_se"],
+                    "synthetic_accuracy_se": accuracy["synthetic_accuracy_se"],
+                    "accuracy_ratio_se": accuracy["ratio_se"], "num_test": accuracy["num_test"],
                     "kl_gaussian": float(np.mean([r.gaussian for r in report])),
                     "kl_knn": float(np.nanmean([r.knn for r in report])) if np.any(
                         np.isfinite([r.knn for r in report])) else float("nan"),
@@ -211,7 +217,8 @@ def run_sweep(
                 }
                 records.append(record)
             if verbose:
-                print(f"{name} {kind} {fraction}: acc {base_accuracy:.3f} -> "
-                      + ", ".join(f"KL {r['kl_gaussian']:.2f} syn {r['synthetic_accuracy']:.3f}"
-                                  for r in records[-len(priors):]) + f" ({seconds:.1f}s)", flush=True)
+                print(f"{name} {kind} {fraction}: acc {base_accuracy:.3f} ± {records[-1]['base_accuracy_se']:.3f} -> "
+                      + ", ".join(f"KL {r['kl_gaussian']:.2f} syn {r['synthetic_accuracy']:.3f} ± "
+                                  f"{r['synthetic_accuracy_se']:.3f}" for r in records[-len(priors):])
+                      + f" ({seconds:.1f}s)", flush=True)
     return SweepResult(name, records, spearman_summary(records), time.perf_counter() - started)

@@ -42,26 +42,32 @@ from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics, resolve_numerics, with_numerics
 from jaxprobe.engine.registry import whole_run_sampler
 from jaxprobe.engine.samples import Samples
-from jaxprobe.engine import streaming
+from jaxprobe.engine import estimates, streaming
 from jaxprobe.engine.diagnostics import rank_diagnostics
+from jaxprobe.engine.estimates import MCSEWarning
 from jaxprobe.engine.verdict import (ConvergenceError, ConvergenceWarning, CoordinateNames, Tempering, check_policy,
                                      start_range, verdict_from_statistics)
-from jaxprobe.generation import answer
+from jaxprobe.generation import _answer_to_precision, _check_precision, answer
 from jaxprobe.probes import Probe, as_probe
 from jaxprobe.question import Question, categorical_constraints, infer_dim
 from jaxprobe.sweeps.grid import ENGINE_BATCHED_AXES, ENGINE_STATIC_AXES, Axis, cell_id, cells_of, check_cells, \
     classify_axes
 
-__all__ = ["sweep", "SweepProblem", "SweepResult", "read_table", "TABLE_COLUMNS"]
+__all__ = ["sweep", "SweepProblem", "SweepResult", "read_table", "TABLE_COLUMNS", "OBSERVABLE_COLUMNS"]
 
 #: Columns of the results table after the grid's own axis columns.
 TABLE_COLUMNS = (
     "status", "error", "acceptance_rate", "step_size", "max_rhat", "min_ess_bulk",
-    "probe_mean", "probe_mcse", "probe_mcse_note", "probe_sd", "probe_min", "probe_q05", "probe_median", "probe_q95",
+    "probe_mean", "probe_mcse", "probe_mcse_note", "mcse_warning", "probe_sd", "probe_min", "probe_q05",
+    "probe_median", "probe_q95",
     "probe_max",
     "probe_rhat", "probe_ess_bulk", "num_nonfinite", "num_divergent", "seconds", "compile_seconds",
     "group", "samples", "log_evidence", "log_evidence_se", "problems",
 )
+#: After :data:`TABLE_COLUMNS`, each observable's columns: ``observable_<name>`` (its mean: a number, or a list for
+#: a vector observable, JSON in the CSV), ``observable_<name>_mcse`` (its Monte-Carlo standard error, beside it; the
+#: sweep plot's error bars) and ``observable_<name>_note`` (why that error cannot be trusted, or empty).
+OBSERVABLE_COLUMNS = ("observable_{}", "observable_{}_mcse", "observable_{}_note")
 #: Statuses of cells that finished (their samples are on file): "unconverged" cells carry their verdict's
 #: problems in the "problems" column.
 FINISHED = ("ok", "unconverged")
@@ -364,13 +370,17 @@ def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_table(out: str, rows: list[dict[str, Any]], axis_names: list[str]) -> None:
-    columns = ["cell", "index"] + axis_names + list(TABLE_COLUMNS)
+def _write_table(out: str, rows: list[dict[str, Any]], axis_names: list[str],
+                 observable_names: Sequence[str] = ()) -> None:
+    """``results.csv`` (and ``results.parquet`` with pyarrow): the axes, :data:`TABLE_COLUMNS`, then each
+    observable's :data:`OBSERVABLE_COLUMNS`; lists and tuples (vector observables, list axes) as JSON."""
+    columns = ["cell", "index"] + axis_names + list(TABLE_COLUMNS) + [
+        column.format(name) for name in observable_names for column in OBSERVABLE_COLUMNS]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if v is None else (json.dumps(list(v)) if isinstance(v, tuple) else v))
+        writer.writerow({k: ("" if v is None else (json.dumps(list(v)) if isinstance(v, (tuple, list)) else v))
                          for k, v in row.items()})
     atomic_write(os.path.join(out, "results.csv"), lambda stream: stream.write(buffer.getvalue()), binary=False)
     try:
@@ -378,7 +388,7 @@ def _write_table(out: str, rows: list[dict[str, Any]], axis_names: list[str]) ->
         import pyarrow.parquet
     except ImportError:
         return
-    cell_value = lambda v: json.dumps(list(v)) if isinstance(v, tuple) else v  # noqa: E731
+    cell_value = lambda v: json.dumps(list(v)) if isinstance(v, (tuple, list)) else v  # noqa: E731
     table = pyarrow.table({c: [cell_value(r.get(c)) for r in rows] for c in columns})
     atomic_write(os.path.join(out, "results.parquet"), lambda stream: pyarrow.parquet.write_table(table, stream))
 
@@ -459,6 +469,7 @@ def sweep(
     numerics: str | None = None,
     observables: dict[str, Callable] | None = None,
     keep_draws: bool = True,
+    precision: dict[str, Any] | None = None,
 ) -> SweepResult:
     """Run every cell of ``grid`` as an independent :func:`jaxprobe.generate` run, batched and resumable.
 
@@ -494,8 +505,7 @@ def sweep(
     grid
         ``{axis: [values]}`` (Cartesian product, in order) or a list of
         ``{axis: value}`` cells.
-    num_chains, num_samples, num_warmup, sampler, thin, step_size, step_size_mode, target_acceptance_rate,
-    sampler_options
+    num_chains, num_samples, num_warmup, sampler, thin, step_size, step_size_mode, target_acceptance_rate, sampler_options
         As for :func:`jaxprobe.sample`; each may also be a grid axis (``num_chains`` and ``num_samples``
         are required, as keywords or as axes).
     temperature, seed
@@ -535,7 +545,14 @@ def sweep(
     observables
         ``{"name": fn}`` of one x ``(d,)`` in data space, as for :func:`jaxprobe.generate`:
         every cell's samples carry ``observables["name"]`` (``.mean``, ``.mcse``); G(x)
-        itself is always folded in (the table's ``probe_mean`` and ``probe_mcse``).
+        itself is always folded in (the table's ``probe_mean`` and ``probe_mcse``), and the table carries each
+        observable's mean and MCSE too (``observable_<name>``, ``observable_<name>_mcse``, and
+        ``observable_<name>_note`` where the error cannot be trusted).
+    precision
+        For a one-cell sweep (``jaxprobe run``): ``generate``'s ``precision``, ``{"target", "mcse",
+        "max_chains"}``, with ``"target"`` also ``"probe"`` (G(x), always folded in): runs of ``num_chains``
+        chains are pooled until the target's MCSE is reached (:func:`jaxprobe.generate`). Not with
+        ``checkpoint``.
     progress
         A tqdm bar over cells, with chain-steps/s.
     devices
@@ -550,6 +567,20 @@ def sweep(
     SweepResult
         Rows in grid order (failed cells have ``status="error"`` and the error
         message; the sweep goes on past them), samples, compile statistics.
+
+    Examples
+    --------
+    >>> from jaxprobe import priors, probes
+    >>> model = lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]))
+    >>> result = jaxprobe.sweep(jax.random.key(0), lambda alpha: probes.prediction_risky(model, alpha=alpha),
+    ...                         {"alpha": [0.2, 0.8]}, temperature=0.01, num_chains=4, num_samples=100,
+    ...                         num_warmup=100, prior=priors.StandardNormal(), dim=2, progress=False)
+    >>> [row["alpha"] for row in result.rows], result.num_compilations      # two cells, one program
+    ([0.2, 0.8], 1)
+    >>> result.samples[1].positions.shape
+    (4, 100, 2)
+    >>> [round(float(jnp.mean(model(s.positions.reshape(-1, 2)))), 1) for s in result.samples]
+    [0.2, 0.8]
     """
     started = time.perf_counter()
     plan = _validate_sweep(rng_key, build_probe, grid, num_chains=num_chains, num_samples=num_samples,
@@ -559,7 +590,7 @@ def sweep(
                            dim=dim, static=static, sampler_options=sampler_options,
                            cells_per_batch=cells_per_batch, dtype=dtype, convergence=convergence,
                            checkpoint=checkpoint, numerics=numerics, devices=devices, observables=observables,
-                           keep_draws=keep_draws, keep_samples=keep_samples, out=out)
+                           keep_draws=keep_draws, keep_samples=keep_samples, out=out, precision=precision)
     table = _SweepTable(plan, out, keep_samples)  # resumes the finished cells found in out
     groups: dict[tuple, list[int]] = {}  # the cells still to run, by the values of their static axes
     for index, cell in enumerate(plan.cells):
@@ -593,6 +624,7 @@ def sweep(
             table.bar.close()
     rows = table.finish()
     _report_unconverged(rows, convergence)
+    _report_error_bars(rows, convergence)
     return SweepResult(rows=rows, samples=table.samples, out=table.out, num_compilations=num_compilations,
                        compile_seconds=compile_total, seconds=time.perf_counter() - started)
 
@@ -628,12 +660,13 @@ class _SweepPlan:
     devices: Any
     observables: dict
     keep_draws: bool  # whether the cells' programs keep their draws (for memory or for out)
+    precision: dict | None = None  # generate's precision, checked (one-cell sweeps only)
 
 
 def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temperature, num_warmup, sampler, thin,
                     seed, step_size, step_size_mode, target_acceptance_rate, prior, constraints, dim, static,
                     sampler_options, cells_per_batch, dtype, convergence, checkpoint, numerics, devices,
-                    observables=None, keep_draws=True, keep_samples=True, out=None) -> _SweepPlan:
+                    observables=None, keep_draws=True, keep_samples=True, out=None, precision=None) -> _SweepPlan:
     """Every argument of :func:`sweep` checked before anything compiles, and each cell's identity: its
     settings, the fixed settings, the key and the question's log density at fixed points (so a changed
     setting or question never reuses old results)."""
@@ -671,10 +704,13 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     if observables or not keep_draws:  # what a cell's file holds: another identity
         fixed_settings["observables"] = sorted(observables or {})
         fixed_settings["keep_draws"] = bool(keep_draws)
+    precision = _sweep_precision(precision, cells, defaults, observables, keep_draws, checkpoint)
+    if precision is not None:  # a run to a precision is another run
+        fixed_settings["precision"] = dict(precision, target=str(precision["target"]))
     return _SweepPlan(rng_key, build_probe, cells, axes, axis_names, static_axes, batched_probe_axes, engine_names,
                       defaults, fixed_settings, ids, temperature, step_size, prior, constraints, dim, sampler_options,
                       cells_per_batch, dtype, numerics, devices, dict(observables or {}),
-                      bool(keep_draws) and (bool(keep_samples) or out is not None))
+                      bool(keep_draws) and (bool(keep_samples) or out is not None), precision)
 
 
 def _check_run_options(convergence: str, numerics: str | None, keep_draws: Any, observables: Any, checkpoint: Any,
@@ -694,6 +730,22 @@ def _check_run_options(convergence: str, numerics: str | None, keep_draws: Any, 
     if checkpoint is not None and len(cells_of(grid)) != 1:
         raise ValueError("checkpoint is for a one-cell sweep (a single run, as jaxprobe run makes); a sweep of "
                          "several cells resumes from out= instead")
+
+
+def _sweep_precision(precision: Any, cells: list[dict], defaults: dict[str, Any], observables: Any, keep_draws: Any,
+                     checkpoint: Any) -> dict[str, Any] | None:
+    """``precision`` checked as ``generate`` checks it (``"probe"``, G(x), is an observable of every cell), for a
+    one-cell sweep only: None, or the checked dict with its defaults."""
+    if precision is None:
+        return None
+    if len(cells) != 1:
+        raise ValueError("precision is for a one-cell sweep (a single run, as jaxprobe run makes): each cell of a "
+                         "grid has the run size num_chains gives")
+    setting = lambda name: cells[0].get(name, defaults[name])  # noqa: E731
+    options = {"observables": {"probe": None, **(observables or {})}, "keep_draws": keep_draws,
+               "checkpoint": checkpoint}
+    return _check_precision(precision, check_int(setting("num_chains"), "num_chains", minimum=1),
+                            setting("sampler"), options)
 
 
 def _check_defaults(defaults: dict[str, Any], axis_names: list[str]) -> None:
@@ -798,14 +850,15 @@ class _SweepTable:
             if cell_samples is not None:
                 cell_samples.save(os.path.join(self.out, row["samples"]))
             _write_json(os.path.join(self.out, _CELLS_DIR, self.plan.ids[index] + ".json"), row, checksum=True)
-            _write_table(self.out, [r for r in self.rows if r is not None], self.plan.axis_names)
+            _write_table(self.out, [r for r in self.rows if r is not None], self.plan.axis_names,
+                         list(self.plan.observables))
         if self.samples is not None:
             self.samples[index] = cell_samples
 
     def finish(self) -> list[dict[str, Any]]:
         """The rows, with the full table written to ``out``."""
         if self.out is not None:
-            _write_table(self.out, self.rows, self.plan.axis_names)
+            _write_table(self.out, self.rows, self.plan.axis_names, list(self.plan.observables))
         return self.rows
 
 
@@ -836,7 +889,8 @@ def _run_single_cell(plan: _SweepPlan, table: _SweepTable, static_values: dict, 
         row, cell_samples = _single_run(
             plan.rng_key, plan.build_probe, probe_params, plan.batched_probe_axes, plan.cells[index], plan.defaults,
             settings, plan.prior, plan.constraints, plan.dim, plan.sampler_options, plan.dtype, plan.devices,
-            plan.ids[index], index, group_number, progress, checkpoint, plan.keep_draws, plan.observables)
+            plan.ids[index], index, group_number, progress, checkpoint, plan.keep_draws, plan.observables,
+            plan.precision)
     except _SweepUsageError as error:
         raise ValueError(str(error)) from None
     except CheckpointMismatchError:  # a usage error: the checkpoint passed belongs to another run
@@ -905,6 +959,31 @@ def _report_unconverged(rows: list[dict[str, Any]], convergence: str) -> None:
         if convergence == "error":
             raise ConvergenceError(message)
         warnings.warn(message, ConvergenceWarning, stacklevel=3)  # the caller of sweep()
+
+
+def _report_error_bars(rows: list[dict[str, Any]], convergence: str) -> None:
+    """One MCSEWarning naming the cells whose errors cannot be trusted (too few SMC groups: their verdict's
+    ``mcse_warning``, the table's column), except under ``convergence="ignore"``."""
+    flagged = [row["index"] for row in rows if row.get("mcse_warning")]
+    if flagged and convergence != "ignore":
+        first = next(row for row in rows if row.get("mcse_warning"))
+        warnings.warn(f"the Monte-Carlo standard errors of {len(flagged)} of {len(rows)} sweep cells cannot be trusted "
+                      f"(column 'mcse_warning'; cells {flagged[:10]}{' ...' if len(flagged) > 10 else ''}): "
+                      f"{first['mcse_warning']}", MCSEWarning, stacklevel=3)  # the caller of sweep()
+
+
+def _observable_columns(name: str, estimate: Any) -> dict[str, Any]:
+    """A finished cell's :data:`OBSERVABLE_COLUMNS` of one observable: its mean and MCSE (a number, or a tuple for a
+    vector observable; a non-finite MCSE, e.g. from one SMC group, as None) and the note of an untrusted error."""
+    def cell(values: Any) -> Any:
+        values = np.asarray(values, np.float64)
+        if values.ndim == 0:
+            return _finite_or_none(values)
+        return tuple(_finite_or_none(v) for v in values.reshape(-1))
+
+    mean, mcse, note = OBSERVABLE_COLUMNS
+    return {mean.format(name): cell(estimate.mean), mcse.format(name): cell(estimate.mcse),
+            note.format(name): estimate.note}
 
 
 def _package_version() -> str:
@@ -1068,20 +1147,20 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
                            "log_evidence_se": one["smc_log_evidence_se"][:stages].astype(np.float64),
                            "temperature": float(cell_temperature) / inverse_temperature})
     monitor = streaming.Monitor(settings["num_chains"], restricted.num_free, settings["num_samples"])
+    # After SMC the chains of one particle group are one independent system: errors from the groups' means.
+    num_groups = int(one["particle_groups"]) if "particle_groups" in one else None
     verdict = verdict_from_statistics(
         one["statistics"], monitor, CoordinateNames([""], [(restricted.num_free,)]),
         acceptance_rate=one["acceptance_rate"], num_divergent=one["num_divergent"],
         num_nonfinite=one["num_nonfinite"], thin=settings["thin"],
         chains_start_at_target=evidence.get("chains_start_at_target", False),
         tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
-        start_range=one.get("start_range"))
-    # After SMC the chains of one particle group are one independent system: errors from the groups' means.
-    num_groups = int(one["particle_groups"]) if "particle_groups" in one else None
-    observables = {name: streaming.observed(sums, num_groups) for name, sums in one["observable_sums"].items()}
+        start_range=one.get("start_range"), num_groups=num_groups)
+    observables = {name: estimates.streamed(sums, num_groups) for name, sums in one["observable_sums"].items()}
     probe = observables.pop("probe")
     particle_observables = None
     if "particle_values" in one:
-        particle_observables = {name: streaming.particle_observed(values, num_groups)
+        particle_observables = {name: estimates.particle_observed(values, num_groups)
                                 for name, values in one["particle_values"].items()}
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}
@@ -1118,10 +1197,13 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
         max_rhat=verdict.max_rhat, min_ess_bulk=verdict.min_ess_bulk,
         probe_mean=float(np.asarray(probe.mean)), probe_mcse=_finite_or_none(np.asarray(probe.mcse)),
         probe_mcse_note=probe.note,  # None, or why the error cannot be trusted (too few batches or SMC groups)
+        mcse_warning=verdict.mcse_warning,  # None, or why no error of the cell can be trusted (too few SMC groups)
         num_nonfinite=int(np.sum(samples.num_nonfinite)), num_divergent=int(np.sum(samples.num_divergent)),
         samples=os.path.join(_CELLS_DIR, identifier + ".npz"),
         log_evidence=samples.log_evidence, log_evidence_se=samples.log_evidence_se,
     )
+    for name, estimate in (samples.observables or {}).items():  # each observable's value with its error beside it
+        row.update(_observable_columns(name, estimate))
     if probe_values is not None:
         values = np.asarray(probe_values, np.float64)
         quantiles = np.quantile(values, [0.05, 0.5, 0.95])
@@ -1146,8 +1228,9 @@ def _probe_values(positions, probe_fn):
 
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
                 sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None,
-                keep_draws=True, observables=None):
-    """One cell as ONE run of its question through :func:`jaxprobe.generation.answer` (what generate does).
+                keep_draws=True, observables=None, precision=None):
+    """One cell as ONE run of its question through :func:`jaxprobe.generation.answer` (what generate does), or
+    with ``precision`` as many pooled runs as ``generate(..., precision=...)`` makes.
 
     Batched probe parameters are handed to ``build_probe`` as JAX scalars of the dtype the batched program
     would give them, so both paths build the same probe.
@@ -1165,15 +1248,18 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     if whole_run_sampler(settings["sampler"]) is not None:
         checkpoint = None  # a whole-run sampler's run is not checkpointed: an interrupted one starts over
     tick = time.perf_counter()
+    options = dict(num_chains=settings["num_chains"], num_samples=settings["num_samples"],
+                   num_warmup=settings["num_warmup"], sampler=settings["sampler"], thin=settings["thin"],
+                   step_size=value("step_size") if settings["fixed_step_size"] else None,
+                   step_size_mode=settings["step_size_mode"], target_acceptance_rate=settings["target_acceptance_rate"],
+                   sampler_options=sampler_options, devices=devices, progress=progress, report="relaxed",
+                   convergence="ignore", checkpoint=checkpoint, numerics=settings["numerics"], keep_draws=keep_draws,
+                   observables={"probe": question.probe.fn, **(observables or {})})
     with _CompileTimer() as compiling:
-        samples = answer(key, question, num_chains=settings["num_chains"], num_samples=settings["num_samples"],
-                         num_warmup=settings["num_warmup"], sampler=settings["sampler"], thin=settings["thin"],
-                         step_size=value("step_size") if settings["fixed_step_size"] else None,
-                         step_size_mode=settings["step_size_mode"],
-                         target_acceptance_rate=settings["target_acceptance_rate"], sampler_options=sampler_options,
-                         devices=devices, progress=progress, report="relaxed", convergence="ignore",
-                         checkpoint=checkpoint, numerics=settings["numerics"], keep_draws=keep_draws,
-                         observables={"probe": question.probe.fn, **(observables or {})})
+        if precision is None:
+            samples = answer(key, question, **options)
+        else:  # pooled runs of num_chains chains (checkpoint is None: _sweep_precision refused one)
+            samples = _answer_to_precision(key, question, precision, options)
     seconds = time.perf_counter() - tick
     observed = dict(samples.observables)
     probe = observed.pop("probe")
@@ -1182,7 +1268,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     probe_values = probe_subset = None
     if samples.positions is not None:
         probe_values = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
-        chains, stride, num_subset = streaming.subset_plan(settings["num_chains"], settings["num_samples"])
+        chains, stride, num_subset = streaming.subset_plan(samples.num_chains, samples.num_draws)  # pooled runs too
         probe_subset = probe_values[chains][:, np.arange(1, num_subset + 1) * stride - 1]
     report = question.restriction.report if question.restriction.is_relaxed else None
     return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,

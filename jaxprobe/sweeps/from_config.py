@@ -25,7 +25,7 @@ from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
 from jaxprobe._inputs import check_int
 from jaxprobe._io import atomic_write, is_writer
-from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for
+from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for, precision_observable
 from jaxprobe.engine import estimates
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.models import GaussianPerturbation, from_sklearn
@@ -579,7 +579,10 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     holds the verdict and the observables, there is no ``samples_original_units.npz``
     (one left in ``out`` by an earlier run is removed), and the answer's fields that
     need draws come from the observables; a field whose observable was not asked for
-    is left out, and ``answer["notes"]`` says which observable gives it.
+    is left out, and ``answer["notes"]`` says which observable gives it. With a
+    ``[precision]`` section, runs of ``num_chains`` chains are pooled until its target's
+    MCSE is reached (``generate(..., precision=...)``; not checkpointed): ``summary["precision"]``
+    says what was asked, spent and reached.
 
     Parameters
     ----------
@@ -608,8 +611,10 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                                        build_problem(prepared, config.sections, {}).constraints)
     # Checkpointed by default into the output folder: an interrupted or killed run resumes when started again
     # (the draws are filled into mapped files chunk by chunk); the checkpoint is removed once the results are written.
+    # A run to a precision is several runs pooled: not checkpointed.
+    precision = _precision(config)
     checkpoint = os.path.join(out, "checkpoint.npz")
-    if os.path.exists(checkpoint) and progress:
+    if precision is None and os.path.exists(checkpoint) and progress:
         print(f"found an unfinished run in {checkpoint}: resuming it")
     try:
         result = sweep(sampler["seed"], lambda: build_problem(prepared, config.sections, {}),
@@ -617,8 +622,9 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                        step_size=sampler["step_size"], num_chains=sampler["num_chains"],
                        num_samples=sampler["num_samples"], num_warmup=sampler["num_warmup"], thin=sampler["thin"],
                        step_size_mode=sampler["step_size_mode"], sampler_options=sampler["options"] or None,
-                       progress=progress, seed=0, convergence="ignore", checkpoint=checkpoint,
-                       numerics=sampler.get("numerics"), observables=observables, keep_draws=keep_draws)
+                       progress=progress, seed=0, convergence="ignore",
+                       checkpoint=checkpoint if precision is None else None, numerics=sampler.get("numerics"),
+                       observables=observables, keep_draws=keep_draws, precision=precision)
     except CheckpointMismatchError as error:  # never mixes two questions' draws; says what to do instead
         raise ConfigError(f"{checkpoint} holds an unfinished run of another question (it differs in "
                           f"{', '.join(error.differing)}): finish it with the configuration that started it, or "
@@ -658,6 +664,29 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                                              "training data (original units)")
         atomic_write(os.path.join(out, "features.png"), lambda stream: figure.savefig(stream, format="png", dpi=100))
     return summary
+
+
+def _precision(config: Config) -> dict[str, Any] | None:
+    """The ``[precision]`` section as ``generate``'s ``precision`` (its target an observable's name: an answer field
+    names its observable, :func:`jaxprobe.config.precision_observable`), or None."""
+    section = config.sections.get("precision")
+    if section is None:
+        return None
+    precision = {"target": precision_observable(section["target"]), "mcse": section["mcse"]}
+    if section.get("max_chains") is not None:
+        precision["max_chains"] = section["max_chains"]
+    return precision
+
+
+def _precision_summary(config: Config, samples) -> dict[str, Any] | None:
+    """``summary["precision"]``: the section as written, the chains spent and the verdict's note saying what the
+    MCSE reached (``generate``'s), or None without a ``[precision]`` section."""
+    if config.sections.get("precision") is None:
+        return None
+    notes = [note for note in (samples.verdict.notes if samples.verdict else ()) if note.startswith("precision:")]
+    return {**{key: value for key, value in config.sections["precision"].items() if value is not None},
+            "num_chains_spent": samples.num_chains, "reached": bool(notes) and " ≤ target " in notes[-1],
+            "note": notes[-1] if notes else None}
 
 
 def _json_value(value: Any) -> Any:
@@ -731,6 +760,7 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
         "compile_seconds": row["compile_seconds"],
         "log_evidence": samples.log_evidence,
         "log_evidence_se": samples.log_evidence_se,
+        "precision": _precision_summary(config, samples),
         "verdict": samples.verdict.to_dict(),
     }
 

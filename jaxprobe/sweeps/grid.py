@@ -23,7 +23,13 @@ ENGINE_STATIC_AXES = ("sampler", "num_chains", "num_samples", "num_warmup", "thi
 
 
 class Axis:
-    """One grid axis: its name, whether it is batched (traced) or static, and its dtype kind."""
+    """One grid axis: its name, whether it is batched (traced) or static, and its dtype kind.
+
+    Examples
+    --------
+    >>> classify_axes(cells_of({"alpha": [0.1, 0.2]}), static=["alpha"])   # one compile per value instead
+    [Axis('alpha', static)]
+    """
 
     def __init__(self, name: str, batched: bool, integer: bool):
         self.name = name
@@ -56,7 +62,13 @@ def _plain(value: Any, where: str) -> Any:
 
 def cells_of(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The cells of a grid: the Cartesian product of a ``{axis: values}`` mapping (in its order),
-    or an explicit list of ``{axis: value}`` cells sharing the same axes."""
+    or an explicit list of ``{axis: value}`` cells sharing the same axes.
+
+    Examples
+    --------
+    >>> cells_of({"alpha": [0.1, 0.2], "temperature": [1.0]})          # the Cartesian product, in order
+    [{'alpha': 0.1, 'temperature': 1.0}, {'alpha': 0.2, 'temperature': 1.0}]
+    """
     if isinstance(grid, Mapping):
         if not grid:
             raise ValueError("grid must name at least one axis, e.g. {'temperature': [0.1, 1.0]}")
@@ -86,7 +98,13 @@ def cells_of(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) ->
 
 def classify_axes(cells: list[dict[str, Any]], static: Sequence[str] = ()) -> list[Axis]:
     """Decide per axis: batched (numbers only, not listed in ``static``, not an engine shape setting)
-    or static (strings, bools, lists, engine shape settings, names in ``static``)."""
+    or static (strings, bools, lists, engine shape settings, names in ``static``).
+
+    Examples
+    --------
+    >>> classify_axes(cells_of({"alpha": [0.1, 0.2], "sampler": ["mala"], "temperature": [1.0]}))
+    [Axis('alpha', batched), Axis('sampler', static), Axis('temperature', batched)]
+    """
     static = set(static)
     unknown = static - set(cells[0])
     if unknown:
@@ -107,7 +125,15 @@ def classify_axes(cells: list[dict[str, Any]], static: Sequence[str] = ()) -> li
 
 def check_cells(cells: list[dict[str, Any]]) -> None:
     """Validate engine axes of every cell before anything is compiled: a ``TypeError`` (not a number, not an
-    int) or ``ValueError`` (out of range) naming the cell, by the shared :mod:`jaxprobe._inputs` checks."""
+    int) or ``ValueError`` (out of range) naming the cell, by the shared :mod:`jaxprobe._inputs` checks.
+
+    Examples
+    --------
+    >>> check_cells([{"num_chains": 4}, {"num_chains": 2.5}])
+    Traceback (most recent call last):
+        ...
+    TypeError: grid cell 1 (num_chains=2.5): num_chains must be an int, got float
+    """
     for index, cell in enumerate(cells):
         where = lambda name: f"grid cell {index} ({name}={cell[name]!r}): {name}"  # noqa: E731
         for name in ("temperature", "step_size"):
@@ -125,6 +151,14 @@ def cell_id(cell: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 
     The same cell in a reordered or extended grid gets the same id, so a resumed
     sweep finds it; a changed setting (say ``num_samples``) gives new ids.
+
+    Examples
+    --------
+    >>> cell_id({"alpha": 0.1, "temperature": 1.0}, {"num_samples": 100}) == cell_id(
+    ...     {"temperature": 1.0, "alpha": 0.1}, {"num_samples": 100})          # order does not matter
+    True
+    >>> cell_id({"alpha": 0.1}, {"num_samples": 100}) == cell_id({"alpha": 0.1}, {"num_samples": 200})
+    False
     """
     text = json.dumps({"cell": dict(cell), "settings": dict(settings)}, sort_keys=True, default=str)
     return "cell-" + hashlib.sha1(text.encode()).hexdigest()[:12]

@@ -83,15 +83,19 @@ def test_rank_diagnostics_match_arviz(diagnosed, cells, cell):
     np.testing.assert_allclose(even.rhat[0, VARYING], rhat[VARYING], atol=1e-3, rtol=0)
     columns = _columns(*ESS_LIKE_ARVIZ)  # and not the constant: ArviZ gives it ESS C·N
     for method in ("bulk", "tail"):
+        # the 5% and 95% quantiles of Vehtari et al. (2021), named: ArviZ 1.x's default tail quantiles differ
+        tail = {"prob": (0.05, 0.95)} if method == "tail" else {}
         np.testing.assert_allclose(getattr(even, f"ess_{method}")[0, columns],
-                                   az.ess(dataset, method=method).x.values[columns], rtol=1e-3, err_msg=method)
+                                   az.ess(dataset, method=method, **tail).x.values[columns], rtol=1e-3,
+                                   err_msg=method)
 
 
 def test_rank_normalization_is_blom_of_scipys_average_ranks(cells):
     draws = cells[:1]
     z = diagnostics._rank_normalize(draws)[0]
     pooled = draws[0].reshape(-1, draws.shape[-1])
-    expected = ndtri((scipy.stats.rankdata(pooled, axis=0) - 0.375) / (len(pooled) + 0.25))
+    # float64 ranks: SciPy >= 1.18 returns float32 ranks (and ndtri of them) for float32 draws
+    expected = ndtri((scipy.stats.rankdata(pooled.astype(np.float64), axis=0) - 0.375) / (len(pooled) + 0.25))
     varying = [j for j in VARYING if j != COLUMNS.index("nan")]
     np.testing.assert_allclose(z.reshape(pooled.shape)[:, varying], expected[:, varying], atol=1e-12)
 

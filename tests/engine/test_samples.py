@@ -54,9 +54,57 @@ def test_samples_fields_and_summary():
     assert set(summary.to_dict()["x[0]"]) == {"mean", "sd", "mcse_mean", "rhat", "ess_bulk", "ess_tail"}
 
 
-def test_to_arviz():
-    arviz = pytest.importorskip("arviz")
-    result = jaxprobe.sample(0, std_normal, _init(4, 2), num_samples=50, num_warmup=50, progress=False)
-    data = result.to_arviz()
-    assert isinstance(data, arviz.InferenceData)
-    assert data.posterior["x"].shape[:2] == (4, 50)
+def _observed_samples():
+    """Samples of 16 chains carrying observables of every kind of estimate: an ESS-based one with its ess and a
+    note, a batch-means one, and particle observables from 2 SMC groups (with the note saying they are too few)."""
+    from jaxprobe.engine import estimates
+    from tests.engine.test_verdict import make_samples
+
+    rng = np.random.default_rng(0)
+    draws = rng.standard_normal((16, 6, 2))
+    ess_based = estimates.estimate(np.cumsum(draws[..., :1], axis=1))  # random walks: few effective draws
+    assert ess_based.method == "ess" and ess_based.ess is not None and ess_based.note is not None
+    batch = estimates.estimate(draws, method="batch_means")
+    particles = estimates.particle_observed(draws[:, 0], 2)
+    return make_samples(draws, observables={"walk": ess_based, "x": batch}, particle_observables={"x": particles},
+                        num_groups=2)
+
+
+def test_estimates_keep_method_ess_and_note_through_save_and_load(tmp_path):
+    samples = _observed_samples()
+    samples.save(tmp_path / "s.npz")
+    loaded = jaxprobe.Samples.load(tmp_path / "s.npz")
+    for field in ("observables", "particle_observables"):
+        assert list(getattr(loaded, field)) == list(getattr(samples, field))
+        for name, original in getattr(samples, field).items():
+            restored = getattr(loaded, field)[name]
+            assert (restored.method, restored.note, restored.num_batches) == (
+                original.method, original.note, original.num_batches), (field, name)
+            for part in ("mean", "mcse", "per_chain_mean", "ess"):
+                if getattr(original, part) is None:
+                    assert getattr(restored, part) is None, (field, name, part)
+                else:
+                    np.testing.assert_array_equal(getattr(restored, part), getattr(original, part))
+    assert loaded.observables["walk"].method == "ess" and "effective sample size" in loaded.observables["walk"].note
+    assert "2 independent SMC particle groups" in loaded.particle_observables["x"].note
+    assert not loaded.particle_observables["x"].reliable and "unreliable" in str(loaded.particle_observables["x"])
+
+
+def test_older_format_3_files_without_the_estimates_method_still_load(tmp_path):
+    """A format-3 file as written before method/ess/note were kept (the header holds num_batches alone): it loads,
+    the method the run streamed with (SMC groups after SMC), no ess, no note."""
+    from jaxprobe._io import read_checked_npz, write_checked_npz
+
+    _observed_samples().save(tmp_path / "new.npz")
+    header, arrays = read_checked_npz(tmp_path / "new.npz", "")
+    for key in ("observables", "particle_observables"):
+        header[key] = {name: about["num_batches"] for name, about in header[key].items()}
+    del header["arrays"], arrays["observable_0.ess"]
+    write_checked_npz(tmp_path / "old.npz", arrays, header)
+    loaded = jaxprobe.Samples.load(tmp_path / "old.npz")
+    assert {name: (value.method, value.ess, value.note) for name, value in loaded.observables.items()} == {
+        "walk": ("smc_groups", None, None), "x": ("smc_groups", None, None)}
+    assert loaded.particle_observables["x"].method == "smc_groups" and loaded.particle_observables["x"].num_batches == 2
+    header["num_groups"] = None  # an MCMC run's file: batch means
+    write_checked_npz(tmp_path / "old_mcmc.npz", arrays, header)
+    assert jaxprobe.Samples.load(tmp_path / "old_mcmc.npz").observables["x"].method == "batch_means"

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binom, norm
 
 import jaxprobe
-from jaxprobe.engine import estimates, streaming
+from jaxprobe.engine import estimates
 from jaxprobe.engine.samples import Samples
 from jaxprobe.probes import Probe
 
@@ -157,11 +157,29 @@ def test_few_smc_groups_say_so():
     values = np.random.default_rng(6).normal(size=(64, 5, 1))
     found = estimates.estimate(values, num_groups=2)
     assert found.num_batches == 2 and "fewer than 8" in found.note
-    particles = streaming.particle_observed(values[:, 0], 4)
+    particles = estimates.particle_observed(values[:, 0], 4)
     assert "4 independent SMC particle groups" in particles.note
-    assert streaming.particle_observed(values[:, 0], 8).note is None
+    assert estimates.particle_observed(values[:, 0], 8).note is None
     with pytest.raises(ValueError, match="num_groups equal groups"):
         estimates.estimate(values, num_groups=5, method="smc_groups")
+    with pytest.warns(estimates.MCSEWarning, match="2 independent SMC particle groups, fewer than 8"):
+        from_samples = _samples(values, num_groups=2, chains_start_at_target=True).expectation(lambda x: x)
+    assert from_samples.method == "smc_groups" and not from_samples.reliable
+
+
+def test_the_group_error_is_one_function_for_observables_and_log_evidence():
+    """estimates.group_standard_error is the sd of the group means over √G in NumPy and in jax.numpy (SMC's stages
+    use it compiled), and log_mean_and_se is the delta method on it: log mean Ẑ_g, sd(Ẑ_g/mean Ẑ)/√G."""
+    means = np.random.default_rng(8).normal(size=(6, 3))
+    expected = means.std(axis=0, ddof=1) / np.sqrt(6)
+    np.testing.assert_allclose(estimates.group_standard_error(means), expected, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(estimates.group_standard_error(jnp.asarray(means), jnp)), expected, rtol=1e-5)
+    assert np.isnan(estimates.group_standard_error(means[:1])).all()
+    log_z = np.log(np.array([0.5, 1.0, 2.0, 1.5]))
+    log_mean, se = jax.jit(estimates.log_mean_and_se)(jnp.asarray(log_z, jnp.float32))
+    assert float(log_mean) == pytest.approx(np.log(1.25), rel=1e-6)
+    assert float(se) == pytest.approx(np.std(np.exp(log_z) / 1.25, ddof=1) / 2, rel=1e-5)
+    assert np.isnan(float(estimates.log_mean_and_se(jnp.zeros(1))[1]))
 
 
 def _covered(errors, mcse):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxprobe
-from jaxprobe.engine import streaming
+from jaxprobe.engine import estimates
 from jaxprobe.probes import Probe
 
 TRUTH = {"x": 0.5, "x2": 0.75}
@@ -41,11 +41,11 @@ def _check(particle_observables, num_chains=512, num_groups=8):
 
 def test_particle_observed_is_the_mean_with_the_spread_of_the_group_means():
     values = np.arange(12.0).reshape(12, 1)  # 3 groups of 4: means 1.5, 5.5, 9.5
-    estimate = streaming.particle_observed(values, 3)
+    estimate = estimates.particle_observed(values, 3)
     np.testing.assert_allclose(estimate.mean, [5.5])
     np.testing.assert_allclose(estimate.mcse, [np.std([1.5, 5.5, 9.5], ddof=1) / np.sqrt(3)])
     assert estimate.num_batches == 3 and estimate.per_chain_mean.shape == (12, 1)
-    assert np.isnan(streaming.particle_observed(values, 1).mcse[0])
+    assert np.isnan(estimates.particle_observed(values, 1).mcse[0])
 
 
 def test_generate_reports_particle_observables_near_the_truth(tmp_path):

@@ -352,3 +352,59 @@ def test_files_of_format_version_1_still_load(tmp_path):
     np.savez(tmp_path / "v99.npz", **{**arrays, "header": np.asarray(json.dumps(header))})
     with pytest.raises(ValueError, match="unsupported jaxprobe samples format 99"):
         Samples.load(tmp_path / "v99.npz")
+
+
+# ---------------------------------------------------------------- (h) error bars from too few SMC groups
+
+
+def test_too_few_smc_groups_make_the_verdict_warn_about_its_error_bars():
+    """Draws that converged, started by an SMC run of 2 groups: converged, yet the verdict records the groups and
+    says why its errors cannot be trusted (t with 1 dof covers 70%), issued as an MCSEWarning (not under
+    'ignore'; before the error of 'error'); 8 groups or no SMC: nothing."""
+    from jaxprobe.engine.estimates import MCSEWarning
+
+    draws = np.random.default_rng(21).standard_normal((64, 200, 2))
+    verdict = assess(make_samples(draws, chains_start_at_target=True, num_groups=2))
+    assert verdict.converged and verdict.num_groups == 2
+    assert "2 independent SMC particle groups" in verdict.mcse_warning and "70%" in verdict.mcse_warning
+    assert "sampler_options['num_groups']" in verdict.mcse_warning and "warning: " in str(verdict)
+    with pytest.warns(MCSEWarning, match="2 independent SMC particle groups") as record:
+        report(verdict, "warn", stacklevel=1)
+    assert len(record) == 1 and record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report(verdict, "ignore")
+        smc_fine = assess(make_samples(draws, chains_start_at_target=True, num_groups=8))
+        for fine in (smc_fine, assess(make_samples(draws))):
+            assert fine.mcse_warning is None and fine.num_groups in (8, None)
+            report(fine, "warn")
+    assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
+    failing = dataclasses.replace(failing_verdict(), mcse_warning=verdict.mcse_warning)
+    with pytest.warns(MCSEWarning), pytest.raises(ConvergenceError):
+        report(failing, "error")
+    assert "no error can be estimated" in verdict_module.groups_warning(1)
+    assert "86%" in verdict_module.groups_warning(4) and verdict_module.groups_warning(16) is None
+
+
+@pytest.mark.slow
+def test_sample_and_generate_with_two_smc_groups_warn_and_say_so():
+    """Through sample (with a reference) and generate, sampler="smc" with num_groups=2: an MCSEWarning from the
+    verdict (which holds num_groups and mcse_warning), and Samples.expectation warns too, its note saying why."""
+    from jaxprobe.engine.estimates import MCSEWarning
+    from jaxprobe.probes import Probe
+
+    options = dict(num_samples=8, num_warmup=0, step_size=0.5, sampler="smc", sampler_options={"num_groups": 2},
+                   progress=False)
+    reference = jaxprobe.priors.StandardNormal(event_shape=(2,))
+    with pytest.warns(MCSEWarning, match="2 independent SMC particle groups"):
+        sampled = jaxprobe.sample(0, lambda x: -0.5 * jnp.sum(x**2) - 0.5 * jnp.sum((x - 1.0) ** 2),
+                                  np.zeros((64, 2), np.float32), reference=reference, **options)
+    with pytest.warns(MCSEWarning, match="2 independent SMC particle groups"):
+        generated = jaxprobe.generate(0, Probe(lambda x: 0.5 * jnp.sum((x - 1.0) ** 2), "half_way"), temperature=1.0,
+                                      prior=jaxprobe.priors.StandardNormal(), dim=2, num_chains=64, **options)
+    for result in (sampled, generated):
+        assert result.num_groups == 2 and result.verdict.num_groups == 2 and "70%" in result.verdict.mcse_warning
+        with pytest.warns(MCSEWarning, match="fewer than 8"):
+            estimate = result.expectation(lambda x: x[0])
+        assert not estimate.reliable and estimate.num_batches == 2
+        assert abs(float(estimate.mean) - 0.5) < 0.3  # the target's mean, E[x0] = 1/2 (the error bar is the point)

@@ -366,5 +366,32 @@ def test_sweep_without_draws_answers_from_the_device_statistics():
         np.testing.assert_allclose(x.mean, np.asarray(cell_kept.positions).mean(axis=(0, 1)), rtol=1e-4, atol=1e-5)
         anchor = ANCHORS[row_bare["anchor"]]
         assert np.all(np.abs(x.mean - anchor) < 5 * x.mcse), (x.mean, anchor, x.mcse)
+        # the table carries each observable's value with its MCSE beside it (a vector: one entry per coordinate)
+        for row, cell in ((row_bare, cell_bare), (row_kept, cell_kept)):
+            np.testing.assert_allclose(row["observable_x"], cell.observables["x"].mean, rtol=1e-12)
+            np.testing.assert_allclose(row["observable_x_mcse"], cell.observables["x"].mcse, rtol=1e-12)
+            assert row["observable_x_note"] is None and row["mcse_warning"] is None
     with pytest.raises(ValueError, match="may not be named 'probe'"):
         jaxprobe.sweep(0, weighted_localizer, grid, **dict(kwargs, observables={"probe": lambda x: x}))
+
+
+def test_the_table_holds_each_observables_value_with_its_error_beside_it(tmp_path):
+    """results.csv: each observable's columns after the table's own (value, MCSE, note), a vector as a JSON list,
+    a non-finite MCSE (one SMC group) empty; read_table gives the numbers back."""
+    from jaxprobe.engine.estimates import estimate, particle_observed
+    from jaxprobe.sweeps.core import OBSERVABLE_COLUMNS, TABLE_COLUMNS, _observable_columns, _write_table
+
+    draws = np.random.default_rng(4).normal(size=(16, 40, 2))
+    share = estimate((draws[..., 0] > 0).astype(float))  # a probability (a number) with its ESS-based error
+    rows = [{"cell": "a", "index": 0, "temperature": 0.5, "status": "ok", **_observable_columns("share", share),
+             **_observable_columns("x", particle_observed(draws[:, 0], 1))}]
+    _write_table(str(tmp_path), rows, ["temperature"], ["share", "x"])
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[3:3 + len(TABLE_COLUMNS)] == list(TABLE_COLUMNS)
+    assert header[3 + len(TABLE_COLUMNS):] == [c.format(n) for n in ("share", "x") for c in OBSERVABLE_COLUMNS]
+    row = read_table(tmp_path / "results.csv")[0]
+    assert row["observable_share"] == pytest.approx(float(share.mean)) and share.mean.shape == ()
+    assert row["observable_share_mcse"] == pytest.approx(float(share.mcse)) and row["observable_share_note"] is None
+    assert json.loads(row["observable_x"]) == pytest.approx(draws[:, 0].mean(axis=0).tolist())
+    assert json.loads(row["observable_x_mcse"]) == [None, None] and "only 1 independent" in row["observable_x_note"]
+

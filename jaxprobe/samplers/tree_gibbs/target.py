@@ -185,6 +185,8 @@ class TreeGibbsTarget:
     description
         For messages.
 
+    Notes
+    -----
     Derived on construction: ``free_indices`` and ``groups`` (:class:`FeatureGroup`: the free features in
     at most :data:`MAX_GROUPS` groups of similar interval and tree counts, so that an update pads the
     ensemble evaluation to its group's largest counts rather than the largest overall).
