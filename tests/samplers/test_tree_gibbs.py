@@ -108,7 +108,7 @@ def test_evaluation_along_a_coordinate_equals_full_evaluation():
         np.testing.assert_array_equal(updated, leaves)
 
 
-@pytest.mark.parametrize("kind", ["boosting", "forest", "deep_tree"])
+@pytest.mark.parametrize("kind", ["boosting", pytest.param("forest", marks=_SLOW), pytest.param("deep_tree", marks=_SLOW)])
 def test_complete_trees_give_the_walks_leaves_and_scores(kind):
     """Ensembles up to COMPLETE_MAX_DEPTH are also stored as complete trees: leaves() equals the fori_loop walk
     leaf for leaf, and scores_along_complete (dense decisions, one matrix product) equals scores_along; a deeper
@@ -178,6 +178,7 @@ def test_truncated_normal_is_exact_far_in_the_tails(lower, upper):
 # ------------------------------------------------------------------ ground truth
 
 
+@_SLOW  # 48 s: the default run keeps the other ground-truth cases below
 def test_stump_ensemble_posterior_is_a_mixture_of_truncated_normals():
     """Three stumps on x0 (and x1 untouched by any tree), prior N(0.4, 1.3²) × N(-1, 0.5²), τ = 0.5."""
     model = stump_ensemble([(0, -1.0, 0.2, 0.7), (0, 0.3, 0.4, 0.9), (0, 1.5, 0.5, 0.05)], 2)
@@ -196,6 +197,7 @@ def test_stump_ensemble_posterior_is_a_mixture_of_truncated_normals():
     mc_check_second_moment(samples.positions, np.array([mean, -1.0]), np.diag([variance, 0.25]))
 
 
+@_SLOW  # 32 s
 def test_no_warmup_needs_no_step_size_and_is_still_exact():
     """Gibbs sweeps have no step size to adapt: ``num_warmup=0`` runs (it once asked for a step_size) and the
     stump posterior's mixture masses and mean still come out within Monte-Carlo error."""
