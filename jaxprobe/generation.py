@@ -21,6 +21,7 @@ from jaxprobe._inputs import as_float_array, check_int, check_number
 from jaxprobe.engine.api import (canonicalize_key, check_settings, known_sampler_starts_at_target, make_kernel,
                                  refuse_traced)
 from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine import estimates
 from jaxprobe.engine.estimates import MCSEWarning
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.registry import whole_run_sampler
@@ -207,6 +208,16 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     same question and key give the same draws through each of them.
     Keys: ``rng_key`` splits into (initial positions, the engine's key).
     ``dtype``: of the default starting points (float32 unless given); ``init`` keeps its own.
+
+    Examples
+    --------
+    >>> from jaxprobe import constraints, priors, probes
+    >>> question = jaxprobe.Question(probes.localize(jnp.ones(2)), 1.0, priors.StandardNormal(),
+    ...                              constraints=[constraints.Box(-3.0, 3.0)], dim=2)
+    >>> samples = answer(jax.random.key(0), question, num_chains=4, num_samples=50, num_warmup=50,
+    ...                  progress=False, convergence="ignore")
+    >>> samples.positions.shape, bool(np.all(np.abs(samples.positions) <= 3.0))   # data space, in the box
+    ((4, 50, 2), True)
     """
     rng_key = canonicalize_key(rng_key)
     whole_run = whole_run_sampler(sampler)
@@ -394,8 +405,14 @@ _PER_CHAIN_FIELDS = ("logdensity", "acceptance_rate", "step_size", "num_divergen
                      "num_gradient_evaluations", "inverse_mass_matrix")
 
 
-def _pool_observed(parts: list[Any]) -> Any:
-    """Equal-sized independent runs' estimates as one: the mean of the means, MCSE ``√Σ mcse_r² / R``."""
+def _pool_observed(parts: list[Any], num_groups: int | None = None, group_log_evidence: Any = None) -> Any:
+    """Equal-sized independent runs' estimates as one. SMC runs with their groups' evidence estimates
+    (``group_log_evidence`` of all runs, ``(num_groups,)``): one estimate over all their groups, each weighted
+    by its evidence (:func:`jaxprobe.engine.estimates.particle_observed` of the chains' means). Else the mean of
+    the means, MCSE ``√Σ mcse_r² / R``."""
+    if group_log_evidence is not None:
+        return estimates.particle_observed(np.concatenate([part.per_chain_mean for part in parts]), num_groups,
+                                           group_log_evidence)
     count = len(parts)
     mean = sum(np.asarray(part.mean, np.float64) for part in parts) / count
     mcse = np.sqrt(sum(np.asarray(part.mcse, np.float64) ** 2 for part in parts)) / count
@@ -412,9 +429,21 @@ def pool_runs(runs: list[Samples]) -> Samples:
     axis (run r's chains are ``r·C … (r+1)·C − 1``).
 
     Per-chain arrays and draws are concatenated; observables pooled (:func:`_pool_observed`); SMC runs' groups
-    stay groups (``num_groups`` summed: every run has the same group size), ``log_evidence`` is ``log mean_r Ẑ_r``
+    stay groups (``num_groups`` summed: every run has the same group size; ``group_log_evidence``
+    concatenated, so every pooled estimate weights all groups by their evidence), ``log_evidence`` is ``log mean_r Ẑ_r``
     with the delta-method error ``√Σ_r (Ẑ_r/ΣẐ)² se_r²`` and ``evidence_path`` is the first run's; the verdict is
-    the first one that did not converge, else the last run's."""
+    the first one that did not converge, else the last run's.
+
+    Examples
+    --------
+    >>> from jaxprobe import priors, probes
+    >>> runs = [generate(jax.random.key(seed), probes.localize(jnp.zeros(2)), temperature=1.0, num_chains=4,
+    ...                  num_samples=50, num_warmup=50, prior=priors.StandardNormal(), dim=2, progress=False,
+    ...                  convergence="ignore") for seed in (0, 1)]
+    >>> pooled = pool_runs(runs)
+    >>> pooled.positions.shape, bool(np.array_equal(pooled.positions[4:], runs[1].positions))
+    ((8, 50, 2), True)
+    """
     first = runs[0]
     if len(runs) == 1:
         return first
@@ -424,12 +453,15 @@ def pool_runs(runs: list[Samples]) -> Samples:
     for name in _PER_CHAIN_FIELDS:
         if getattr(first, name) is not None:
             fields[name] = np.concatenate([np.asarray(getattr(run, name)) for run in runs])
-    for name in ("observables", "particle_observables"):
-        if getattr(first, name):
-            fields[name] = {key: _pool_observed([getattr(run, name)[key] for run in runs])
-                            for key in getattr(first, name)}
     if first.num_groups is not None:
         fields["num_groups"] = sum(run.num_groups for run in runs)
+        if all(run.group_log_evidence is not None for run in runs):
+            fields["group_log_evidence"] = np.concatenate([run.group_log_evidence for run in runs])
+    for name in ("observables", "particle_observables"):
+        if getattr(first, name):
+            fields[name] = {key: _pool_observed([getattr(run, name)[key] for run in runs],
+                                                fields.get("num_groups"), fields.get("group_log_evidence"))
+                            for key in getattr(first, name)}
     if first.log_evidence is not None:
         log_z = np.array([run.log_evidence for run in runs], np.float64)
         shares = np.exp(log_z - np.logaddexp.reduce(log_z))  # Ẑ_r / Σ Ẑ_r

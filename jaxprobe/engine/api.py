@@ -452,7 +452,8 @@ def _smc_start(rng_key, smc, reference, tilt, layout, num_chains, dtype, shardin
 
 
 def smc_evidence(result: Any) -> dict[str, Any]:
-    """``Samples`` fields of an SMC run: log Z, its standard error, and log Z along the tempering path
+    """``Samples`` fields of an SMC run: log Z, its standard error, each group's log Ẑ_g (the groups' weights in
+    every estimate, :func:`jaxprobe.engine.estimates.group_weights`), and log Z along the tempering path
     (stage λ_k is the question at temperature τ/λ_k: ``evidence_path["inverse_temperature"]`` holds λ_k,
     multiply τ by 1/λ_k for the temperatures)."""
     info = result.info
@@ -460,6 +461,7 @@ def smc_evidence(result: Any) -> dict[str, Any]:
     return {
         "log_evidence": float(result.log_evidence),
         "log_evidence_se": float(result.log_evidence_se),
+        "group_log_evidence": np.asarray(result.group_log_evidence, np.float64),  # the groups' weights
         "evidence_path": {
             "inverse_temperature": np.asarray(info.lambdas[:stages], np.float64),
             "log_evidence": np.asarray(info.log_evidence_path[:stages], np.float64),
@@ -474,7 +476,15 @@ def _chunks(total: int, size: int) -> list[int]:
 
 
 class Progress:
-    """A tqdm bar updated between chunks (never from inside compiled code)."""
+    """A tqdm bar updated between chunks (never from inside compiled code); nothing when not ``enabled``.
+
+    Examples
+    --------
+    >>> bar = Progress(enabled=False, total=100, description="mala x4")   # progress=False: no bar at all
+    >>> bar.update(10, acceptance=0.6, phase="warmup"); bar.close()
+    >>> bar.bar is None
+    True
+    """
 
     def __init__(self, enabled: bool, total: int, description: str):
         self.bar = None
@@ -962,12 +972,14 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         chains_start_at_target=chains_start_at_target,
         numerics=placed.policy.mode,
         verdict=verdict,
-        # After SMC the chains of one particle group are one independent system: errors from the groups' means.
-        observables={name: estimates.streamed(jax.tree.map(to_host, sums), num_groups)
+        # After SMC the chains of one particle group are one independent system: errors from the groups' means,
+        # each group weighted by its evidence estimate.
+        observables={name: estimates.streamed(jax.tree.map(to_host, sums), num_groups,
+                                              evidence.get("group_log_evidence"))
                      for name, sums in observable_sums.items()} or None,
         particle_observables=None if smc_result is None else {
             name: estimates.particle_observed(to_host(_observe_particles(fn, jnp.asarray(smc_result.particles))),
-                                              num_groups)
+                                              num_groups, evidence["group_log_evidence"])
             for name, fn in run.monitor.observables} or None,
         num_groups=num_groups,
         **evidence,

@@ -25,11 +25,14 @@ observables use (they see the draws once, as they are made, and cannot compute a
 ``i`` starts at particle ``i`` (:func:`jaxprobe.engine.api.sample` places the particles as chains in order),
 so the chains of one group form one independent system: particles that share ancestors after resampling, and
 chains that keep the modes they started in. The means of the G groups (over their chains and draws) are
-independent, and ``mcse`` is their standard deviation over √G, a t statistic with G − 1 degrees of freedom
-(:func:`group_standard_error`, the one group-based error: :func:`particle_observed` for the particles and the
-streamed observables, :func:`streamed`, and :func:`log_mean_and_se` for ``log_evidence_se``, the delta method
-on the same G groups' evidence estimates, inside the compiled SMC run). Per-chain ESS would count the chains of
-one group as independent and report too small an error.
+independent; the estimate weights each by its group's evidence estimate ``Ẑ_g`` (:func:`group_weights`: the
+equally weighted groups are biased by order 1/(N/G), measured at −0.038 on a 0.6 mode share with 32 particles per
+group, 6 standard errors over 100 runs, and 0.000 weighted), and ``mcse`` is the weighted mean's group-based
+standard error (with equal weights their standard deviation over √G, a t statistic with G − 1 degrees of
+freedom). :func:`group_standard_error` is the one group-based error: :func:`particle_observed` for the particles
+and the streamed observables (:func:`streamed`), and :func:`log_mean_and_se` for ``log_evidence_se`` (the delta
+method on the same G groups' evidence estimates, inside the compiled SMC run). Per-chain ESS would count the
+chains of one group as independent and report too small an error.
 
 When the error cannot be trusted (fewer than :data:`~jaxprobe.engine.streaming.MIN_BATCHES` batches or groups,
 an ESS below :data:`~jaxprobe.engine.streaming.MIN_ESS`, values that never changed) the estimate carries a
@@ -48,11 +51,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import diagnostics
-from jaxprobe.engine.streaming import (MIN_ESS, NUM_BATCHES, Observed, ObservableSums, combine_notes,
+from jaxprobe.engine.streaming import (MIN_BATCHES, MIN_ESS, NUM_BATCHES, Observed, ObservableSums, combine_notes,
                                        few_batches_note, observed, zero_error_note)
 
 __all__ = ["Estimate", "MCSEWarning", "METHODS", "estimate", "evaluate", "check_function", "group_standard_error",
-           "log_mean_and_se", "particle_observed", "streamed", "SMC_GROUPS"]
+           "group_weights", "log_mean_and_se", "particle_observed", "streamed", "SMC_GROUPS"]
 
 #: An estimate: ``.mean`` and ``.mcse`` (and how it was made); the type of a run's observables.
 Estimate = Observed
@@ -83,22 +86,55 @@ class MCSEWarning(UserWarning):
 SMC_GROUPS = "independent SMC particle groups"
 
 
-def group_standard_error(group_means: Any, xp: Any = np) -> Any:
+def group_weights(group_log_evidence: Any) -> np.ndarray:
+    """The weights ``w_g = Ẑ_g / Σ_h Ẑ_h`` ``(G,)`` of G independent SMC groups from their ``log Ẑ_g`` ``(G,)``.
+
+    Why: each group is its own SMC sampler, and its particles' average is unbiased only *after* multiplying
+    by its evidence estimate (``E[Ẑ_g · mean_g f] = Z · E_π[f]``); the equally weighted average of the groups'
+    means carries a bias of order ``1/(N/G)`` (particles per group) that adding groups does not remove. The
+    ratio ``Σ Ẑ_g mean_g f / Σ Ẑ_g`` is consistent as groups are added. A group whose particles all had
+    zero weight (``log Ẑ_g = −inf``) gets weight 0; when no group has a finite evidence (the run failed, and
+    its verdict says so) the groups are weighted equally.
+
+    Examples
+    --------
+    >>> group_weights(np.log([1.0, 1.0, 2.0]))      # the third group's evidence estimate is twice as large
+    array([0.25, 0.25, 0.5 ])
+    """
+    log_evidence = np.asarray(group_log_evidence, np.float64)
+    top = np.max(log_evidence) if log_evidence.size else -np.inf
+    if not np.isfinite(top):
+        return np.full(log_evidence.shape, 1.0 / max(log_evidence.size, 1))
+    weights = np.exp(log_evidence - top)
+    return weights / weights.sum()
+
+
+def group_standard_error(group_means: Any, xp: Any = np, weights: Any = None) -> Any:
     """The standard error of the mean of G independent, equally sized groups' means ``(G, *shape)``: their
     standard deviation (ddof 1) over √G, ``(*shape)``, a t statistic with G − 1 degrees of freedom; NaN for
     G = 1 (no spread to measure). The one group-based error of jaxprobe (module docstring): SMC observables
     and expectations (:func:`particle_observed`) and log Z (:func:`log_mean_and_se`). ``xp``: ``numpy`` on
     the host or ``jax.numpy`` inside a compiled program (SMC's stages).
 
+    ``weights`` ``(G,)`` (summing to 1; NumPy only): the error of the weighted mean ``Σ w_g m_g`` of a ratio
+    estimator (:func:`group_weights`), by the delta method, ``√(G/(G−1) · Σ_g w_g² (m_g − Σ_h w_h m_h)²)``,
+    which is the unweighted formula when every ``w_g = 1/G``.
+
     Examples
     --------
     >>> round(float(group_standard_error(np.array([1.0, 2.0, 3.0, 4.0]))), 4)   # sd (ddof 1) / √4
+    0.6455
+    >>> round(float(group_standard_error(np.array([1.0, 2.0, 3.0, 4.0]), weights=np.full(4, 0.25))), 4)
     0.6455
     """
     num_groups = group_means.shape[0]
     if num_groups < 2:
         return xp.full(group_means.shape[1:], xp.nan, group_means.dtype)
-    return xp.std(group_means, axis=0, ddof=1) / math.sqrt(num_groups)
+    if weights is None:
+        return xp.std(group_means, axis=0, ddof=1) / math.sqrt(num_groups)
+    weights = np.asarray(weights, np.float64).reshape((num_groups,) + (1,) * (group_means.ndim - 1))
+    mean = np.sum(weights * group_means, axis=0)
+    return np.sqrt(num_groups / (num_groups - 1) * np.sum(weights**2 * (group_means - mean) ** 2, axis=0))
 
 
 def log_mean_and_se(log_estimates: Any) -> tuple[Any, Any]:
@@ -119,41 +155,71 @@ def log_mean_and_se(log_estimates: Any) -> tuple[Any, Any]:
     return log_mean, group_standard_error(ratios, jnp)
 
 
-def particle_observed(values: Any, num_groups: int) -> Observed:
+def particle_observed(values: Any, num_groups: int, group_log_evidence: Any = None) -> Observed:
     """An estimate over the N equally weighted particles of a tempered SMC run, ``values`` ``(N, *shape)``,
     whose ``num_groups`` = G groups of N/G consecutive particles are independent SMC systems
-    (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` over all particles, ``mcse`` the
-    :func:`group_standard_error` of the G group means (NaN for G = 1; a ``note`` below
-    :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups), ``per_chain_mean`` the particles' own values and
-    ``num_batches`` G.
+    (:func:`jaxprobe.engine.smc.tempered_smc`): ``mean`` the groups' means weighted by their evidence
+    estimates (:func:`group_weights` of ``group_log_evidence`` ``(G,)``, the run's
+    ``SMCResult.group_log_evidence``; equal weights when it is None), ``mcse`` the
+    :func:`group_standard_error` of that weighted mean (NaN for G = 1; a ``note`` when fewer than
+    :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups, or effective groups ``1/Σ w_g²``, carry it),
+    ``per_chain_mean`` the particles' own values and ``num_batches`` G.
 
     Examples
     --------
     >>> result = particle_observed(np.arange(8.0), num_groups=4)   # 8 particles, 4 independent groups
     >>> float(result.mean), result.method, result.note is not None    # too few groups for a trusted error
     (3.5, 'smc_groups', True)
+    >>> values = np.repeat([0.0, 1.0], 16)                           # group 1 all 0, group 2 all 1 ...
+    >>> float(particle_observed(values, 2, np.log([1.0, 3.0])).mean)  # ... its evidence estimate 3× as large
+    0.75
     """
     values = np.asarray(values, np.float64)
     groups = values.reshape((num_groups, -1) + values.shape[1:]).mean(axis=1)
+    weights = np.full(num_groups, 1.0 / num_groups) if group_log_evidence is None else \
+        group_weights(group_log_evidence)
+    if weights.shape != (num_groups,):
+        raise ValueError(f"group_log_evidence must have shape ({num_groups},) (one log Ẑ per group), "
+                         f"got {weights.shape}")
+    mean = np.tensordot(weights, groups, axes=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mcse = group_standard_error(groups)
-    return Observed(values.mean(axis=0), mcse, values, int(num_groups), "smc_groups", None,
-                    combine_notes(few_batches_note(int(num_groups), SMC_GROUPS), zero_error_note(mcse)))
+        mcse = group_standard_error(groups, weights=None if group_log_evidence is None else weights)
+    effective = 1.0 / float(np.sum(weights**2))
+    few = few_batches_note(int(num_groups), SMC_GROUPS) or (
+        None if effective >= MIN_BATCHES else
+        f"the error comes from {num_groups} {SMC_GROUPS} whose evidence weights leave {effective:.1f} effective "
+        f"groups, fewer than {MIN_BATCHES}: it is itself too uncertain (more particles per group even out the "
+        f"groups' evidence estimates)")
+    return Observed(mean, mcse, values, int(num_groups), "smc_groups", None,
+                    combine_notes(few, zero_error_note(mcse)))
 
 
-def streamed(sums: ObservableSums, num_groups: int | None = None) -> Observed:
+def streamed(sums: ObservableSums, num_groups: int | None = None, group_log_evidence: Any = None) -> Observed:
     """An observable's estimate from the per-chain batch sums a run folded in
     (:class:`~jaxprobe.engine.streaming.ObservableSums`; host NumPy, float64).
 
     ``num_groups`` None: independent chains, the error by batch means over chains and batches
     (:func:`jaxprobe.engine.streaming.observed`). ``num_groups`` G: chains that continue the particles of an SMC
     run with G independent groups (chain i started at particle i, so the chains of one group are one independent
-    system, not independent of each other): :func:`particle_observed` of the chains' means."""
+    system, not independent of each other): :func:`particle_observed` of the chains' means, the groups weighted
+    by ``group_log_evidence`` ``(G,)`` (the MCMC moves after SMC leave each group's target unchanged, so the
+    groups keep their evidence weights).
+
+    Examples
+    --------
+    >>> from jaxprobe.engine.streaming import ObservableSums
+    >>> sums = ObservableSums(sums=np.repeat([[0.0], [10.0]], 8, axis=0).T, counts=np.array([10]))  # 16 chains
+    >>> streamed(sums).method, float(streamed(sums).mean)                # independent chains: batch means
+    ('batch_means', 0.5)
+    >>> after_smc = streamed(sums, num_groups=2, group_log_evidence=np.log([1.0, 3.0]))   # 2 groups of 8 chains
+    >>> after_smc.method, float(after_smc.mean)                         # group 2's evidence is 3× as large
+    ('smc_groups', 0.75)
+    """
     if num_groups is None:
         return observed(sums)
     batch_sums = np.asarray(sums.sums, np.float64)  # (B, C, *shape)
     per_chain_mean = batch_sums.sum(axis=0) / np.asarray(sums.counts, np.float64).sum()
-    return particle_observed(per_chain_mean, num_groups)
+    return particle_observed(per_chain_mean, num_groups, group_log_evidence)
 
 
 def _ess_estimate(values: np.ndarray) -> Observed:
@@ -189,7 +255,8 @@ def _batch_means_estimate(values: np.ndarray) -> Observed:
                     combine_notes(few_batches_note(flat.shape[0], "batch means"), zero_error_note(mcse)))
 
 
-def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto") -> Estimate:
+def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto",
+             group_log_evidence: Any = None) -> Estimate:
     """The mean of ``values`` and its Monte-Carlo standard error (module docstring).
 
     Parameters
@@ -203,6 +270,9 @@ def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto"
         ``"auto"`` (``"smc_groups"`` when ``num_groups`` is given, else ``"ess"``), ``"ess"``,
         ``"batch_means"`` or ``"smc_groups"`` (needs ``num_groups``). With fewer than 4 draws per chain
         ``"ess"`` cannot be computed and the chains' means are the batches.
+    group_log_evidence
+        ``(G,)`` the SMC groups' ``log Ẑ_g`` (``Samples.group_log_evidence``): with ``"smc_groups"`` the groups'
+        means are weighted by their evidence estimates (:func:`group_weights`); None: equally.
 
     Returns
     -------
@@ -233,7 +303,7 @@ def estimate(values: Any, *, num_groups: int | None = None, method: str = "auto"
         if num_groups is None or values.shape[0] % num_groups:
             raise ValueError(f"method='smc_groups' needs the chains to form num_groups equal groups of SMC "
                              f"particles, got {values.shape[0]} chains and num_groups={num_groups}")
-        return particle_observed(values.mean(axis=1), num_groups)
+        return particle_observed(values.mean(axis=1), num_groups, group_log_evidence)
     flat = values.reshape(values.shape[:2] + (-1,))
     if method == "batch_means" or values.shape[1] < 4:
         result = _batch_means_estimate(flat)

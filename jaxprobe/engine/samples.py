@@ -165,6 +165,9 @@ def _check_consistent(samples: "Samples") -> None:
     if samples.inverse_mass_matrix is not None and np.shape(samples.inverse_mass_matrix)[:1] != (num_chains,):
         raise ValueError(f"inverse_mass_matrix has shape {np.shape(samples.inverse_mass_matrix)}, not "
                          f"({num_chains}, dim)")
+    if samples.group_log_evidence is not None and np.shape(samples.group_log_evidence) != (samples.num_groups,):
+        raise ValueError(f"group_log_evidence has shape {np.shape(samples.group_log_evidence)}, not "
+                         f"({samples.num_groups},) groups")
     for name, value in (samples.observables or {}).items():
         if np.shape(value.per_chain_mean)[:1] != (num_chains,):
             raise ValueError(f"observable {name!r} has per-chain means of shape {np.shape(value.per_chain_mean)}")
@@ -251,6 +254,11 @@ class Samples:
         For chains started by sequential Monte Carlo (``sampler="smc"``): G, the independent particle groups of
         the SMC run (chain i started at particle i, groups of N/G consecutive chains), which the Monte-Carlo
         standard errors of :meth:`expectation` and the observables come from; else ``None``.
+    group_log_evidence
+        ``(num_groups,)`` each SMC group's evidence estimate ``log Ẑ_g``: every estimate weights the groups'
+        means by ``Ẑ_g / Σ Ẑ`` (:func:`jaxprobe.engine.estimates.group_weights`; equally weighted groups are
+        biased by order 1/(particles per group)); ``None`` without SMC (and in files written before it was kept:
+        their estimates weight the groups equally).
     numerics
         The numerics policy of the run, ``"reproducible"`` or ``"fast"``
         (:mod:`jaxprobe.engine.numerics`), or ``None`` where none applies
@@ -299,6 +307,7 @@ class Samples:
     observables: dict[str, Observed] | None = None
     particle_observables: dict[str, Observed] | None = None
     num_groups: int | None = None
+    group_log_evidence: np.ndarray | None = None
 
     @property
     def num_chains(self) -> int:
@@ -380,7 +389,8 @@ class Samples:
         mcse = np.full(flat.shape[-1], np.nan)
         notes = [] if self.smc_checks() is None else [self.smc_checks()]
         if finite.any():
-            result = estimates.estimate(flat[..., finite], num_groups=self.num_groups)
+            result = estimates.estimate(flat[..., finite], num_groups=self.num_groups,
+                                        group_log_evidence=self.group_log_evidence)
             mcse[finite] = result.mcse
             if result.note is not None:
                 notes.append(f"mcse: {result.note}")
@@ -431,9 +441,9 @@ class Samples:
             ``sd/√ESS`` with the ESS of ``fn``'s own values (Geyer's initial monotone sequence on the split
             chains, no rank normalization), for independent MCMC chains; and ``"smc_groups"`` for chains
             started by sequential Monte Carlo (``sampler="smc"``): chain i started at particle i and the
-            particles form ``num_groups`` independent groups of consecutive particles, so the error is the
-            spread of the groups' means (chains of one group share ancestors and modes, and are not
-            independent). ``"batch_means"``: 32 batches over the chains, as the streamed observables.
+            particles form ``num_groups`` independent groups of consecutive particles, so the estimate is the
+            groups' means weighted by their evidence estimates (``group_log_evidence``) and the error comes
+            from their spread (chains of one group share ancestors and modes, and are not independent). ``"batch_means"``: 32 batches over the chains, as the streamed observables.
 
         Returns
         -------
@@ -471,7 +481,8 @@ class Samples:
                              "these samples have no particle groups (num_groups is None)")
         values = estimates.evaluate(fn, self.positions, name="fn")
         groups = self.num_groups if method in ("auto", "smc_groups") else None
-        result = estimates.estimate(values, num_groups=groups, method=method)
+        result = estimates.estimate(values, num_groups=groups, method=method,
+                                    group_log_evidence=self.group_log_evidence)
         if result.note is not None:
             warnings.warn(f"expectation(fn): {result.note}", estimates.MCSEWarning, stacklevel=2)
         return result
@@ -543,6 +554,7 @@ class Samples:
             "evidence_path": None if self.evidence_path is None else list(self.evidence_path),
             "numerics": self.numerics,
             "num_groups": None if self.num_groups is None else int(self.num_groups),
+            "has_group_log_evidence": self.group_log_evidence is not None,
             "observables": {name: _estimate_header(value) for name, value in (self.observables or {}).items()},
             "particle_observables": {name: _estimate_header(value)
                                      for name, value in (self.particle_observables or {}).items()},
@@ -559,6 +571,8 @@ class Samples:
                     arrays[f"{prefix}_{i}.{field}"] = np.asarray(getattr(value, field))
         if self.inverse_mass_matrix is not None:
             arrays["inverse_mass_matrix"] = np.asarray(self.inverse_mass_matrix)
+        if self.group_log_evidence is not None:
+            arrays["group_log_evidence"] = np.asarray(self.group_log_evidence, np.float64)
         for i, key in enumerate(self.evidence_path or {}):
             if not isinstance(key, str):
                 raise TypeError(f"Samples.save: evidence_path keys must be strings, got {key!r}")
@@ -617,6 +631,7 @@ class Samples:
                     key: data[f"evidence_path_{i}"] for i, key in enumerate(path_keys)},
                 numerics=header.get("numerics"),
                 num_groups=header.get("num_groups"),
+                group_log_evidence=data["group_log_evidence"] if header.get("has_group_log_evidence") else None,
                 observables=observables,
                 particle_observables=particle_observables,
             )

@@ -85,6 +85,15 @@ class SweepProblem(NamedTuple):
     constraints nor the prior's mean gives it; ``transform`` an optional
     ``x -> features`` map applied to each draw when the probe statistics and
     the table are made (e.g. a model output); unused by the sampler.
+
+    Examples
+    --------
+    >>> from jaxprobe import constraints, priors, probes
+    >>> def build_probe(centre):                        # a sweep axis "centre" → the question of one cell
+    ...     return SweepProblem(probes.localize(jnp.full(2, centre)), prior=priors.StandardNormal(),
+    ...                         constraints=constraints.Box(-3.0, 3.0))
+    >>> build_probe(1.0).dim is None, type(build_probe(1.0).constraints).__name__   # d from the constraints
+    (True, 'Box')
     """
 
     probe: Callable
@@ -112,6 +121,17 @@ class SweepResult:
         Programs compiled by this call: one per group of cells that share shapes.
     compile_seconds, seconds
         Time spent compiling, and the whole call.
+
+    Examples
+    --------
+    >>> from jaxprobe import priors, probes
+    >>> result = jaxprobe.sweep(0, lambda centre: probes.localize(jnp.full(2, centre)),
+    ...                         {"centre": [0.0, 1.0], "temperature": [1.0]}, prior=priors.StandardNormal(), dim=2,
+    ...                         num_chains=4, num_samples=50, num_warmup=50, progress=False, convergence="ignore")
+    >>> [row["centre"] for row in result.rows], result.num_compilations   # two cells, one compiled program
+    ([0.0, 1.0], 1)
+    >>> result.samples[1].positions.shape
+    (4, 50, 2)
     """
 
     rows: list[dict[str, Any]]
@@ -281,6 +301,7 @@ def _cell_start(question: Question, smc: Any, key_init: Any, key_sample: Any, nu
     result = smc.start(key_tempering, question.reference, question.logdensity.tilt,
                        question.reference.sample(key_reference, num_chains, dtype))
     return result.particles, {"log_evidence": result.log_evidence, "log_evidence_se": result.log_evidence_se,
+                              "group_log_evidence": result.group_log_evidence,
                               "smc_reached_target": result.info.reached_target,
                               "smc_num_stages": result.info.num_stages,
                               "smc_inverse_temperature": result.info.lambdas,
@@ -354,7 +375,15 @@ def _nan_reduce(reduce, values: np.ndarray) -> float | None:
 
 
 def read_table(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Rows of a sweep's ``results.csv`` (numbers parsed back; empty fields are None)."""
+    """Rows of a sweep's ``results.csv`` (numbers parsed back; empty fields are None).
+
+    Examples
+    --------
+    >>> with open("results.csv", "w") as stream:
+    ...     _ = stream.write("cell,temperature,acceptance_rate,error\\n0,0.1,0.61,\\n")
+    >>> read_table("results.csv")
+    [{'cell': 0, 'temperature': 0.1, 'acceptance_rate': 0.61, 'error': None}]
+    """
     with open(path, newline="") as stream:
         rows = list(csv.DictReader(stream))
     for row in rows:
@@ -1141,14 +1170,17 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         inverse_temperature = one["smc_inverse_temperature"][:stages].astype(np.float64)
         evidence = dict(
             log_evidence=float(one["log_evidence"]), log_evidence_se=float(one["log_evidence_se"]),
+            group_log_evidence=one["group_log_evidence"].astype(np.float64),
             chains_start_at_target=bool(one["smc_reached_target"]),
             evidence_path={"inverse_temperature": inverse_temperature,
                            "log_evidence": one["smc_log_evidence"][:stages].astype(np.float64),
                            "log_evidence_se": one["smc_log_evidence_se"][:stages].astype(np.float64),
                            "temperature": float(cell_temperature) / inverse_temperature})
     monitor = streaming.Monitor(settings["num_chains"], restricted.num_free, settings["num_samples"])
-    # After SMC the chains of one particle group are one independent system: errors from the groups' means.
+    # After SMC the chains of one particle group are one independent system: errors from the groups' means, each
+    # group weighted by its evidence estimate.
     num_groups = int(one["particle_groups"]) if "particle_groups" in one else None
+    group_log_evidence = evidence.get("group_log_evidence")
     verdict = verdict_from_statistics(
         one["statistics"], monitor, CoordinateNames([""], [(restricted.num_free,)]),
         acceptance_rate=one["acceptance_rate"], num_divergent=one["num_divergent"],
@@ -1156,11 +1188,12 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         chains_start_at_target=evidence.get("chains_start_at_target", False),
         tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
         start_range=one.get("start_range"), num_groups=num_groups)
-    observables = {name: estimates.streamed(sums, num_groups) for name, sums in one["observable_sums"].items()}
+    observables = {name: estimates.streamed(sums, num_groups, group_log_evidence)
+                   for name, sums in one["observable_sums"].items()}
     probe = observables.pop("probe")
     particle_observables = None
     if "particle_values" in one:
-        particle_observables = {name: estimates.particle_observed(values, num_groups)
+        particle_observables = {name: estimates.particle_observed(values, num_groups, group_log_evidence)
                                 for name, values in one["particle_values"].items()}
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}

@@ -136,7 +136,19 @@ def load_network(path: str) -> list[dict[str, np.ndarray]]:
 
     Returns one ``{"w": (n_in, n_out), "b": (n_out,)}`` float32 dict per layer. Raises a ValueError naming
     the file and the layer for a missing bias, arrays of the wrong rank or size, non-numbers and NaN/inf
-    entries (found here, when the file is read, rather than as a non-finite log density while sampling)."""
+    entries (found here, when the file is read, rather than as a non-finite log density while sampling).
+
+    Examples
+    --------
+    >>> np.savez("network.npz", w0=np.ones((2, 3)), b0=np.zeros(3), w1=np.ones((3, 1)), b1=np.zeros(1))
+    >>> [(layer["w"].shape, layer["b"].dtype) for layer in load_network("network.npz")]   # 2 → 3 → 1
+    [((2, 3), dtype('float32')), ((3, 1), dtype('float32'))]
+    >>> np.savez("broken.npz", w0=np.ones((2, 3)), b0=np.zeros(2))
+    >>> load_network("broken.npz")
+    Traceback (most recent call last):
+        ...
+    ValueError: broken.npz: layer 0 has 3 outputs but its bias b0 has 2 entries
+    """
     arrays = _network_arrays(path)
     layers, index = [], 0
     while f"w{index}" in arrays:
@@ -228,7 +240,30 @@ def _cached(key: Any, make):
 
 
 class Prepared:
-    """Data, standardized splits, the fitted model(s), anchors and feature columns of one static configuration."""
+    """Data, standardized splits, the fitted model(s), anchors and feature columns of one static configuration.
+
+    Examples
+    --------
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... temperature = 0.1
+    ... ''')
+    >>> prepared = Prepared(config)                          # moons split and standardized; the model fitted
+    >>> prepared.task, prepared.num_classes, prepared.z_train.shape
+    ('binary', 2, (750, 2))
+    >>> bool(np.allclose(prepared.z_train.mean(axis=0), 0.0, atol=0.1))   # standardized units
+    True
+    >>> prepared.model_outputs(prepared.model, prepared.z_test[:3]).shape   # class probabilities
+    (3, 2)
+    """
 
     def __init__(self, config: Config):
         data = config.sections["data"]
@@ -307,7 +342,29 @@ def _load(data: dict):
 
 def build_problem(prepared: Prepared, settings: dict[str, dict[str, Any]], values: dict[str, Any]) -> SweepProblem:
     """The probe, prior and constraints of one cell. ``values`` holds the cell's numeric probe parameters
-    (``"probe.alpha"``, ``"probe.target"``, ``"localize.weight"``, ``"localize.anchor"``), possibly traced."""
+    (``"probe.alpha"``, ``"probe.target"``, ``"localize.weight"``, ``"localize.anchor"``), possibly traced.
+
+    Examples
+    --------
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... temperature = 0.1
+    ... ''')
+    >>> problem = build_problem(Prepared(config), config.sections, {})
+    >>> problem.probe, problem.prior, problem.dim
+    (Probe(prediction_risky[r=2]), DiagonalGaussian(mean=array([0., 0.]), scale=array([1., 1.])), 2)
+    >>> cell = build_problem(Prepared(config), config.sections, {"probe.alpha": 0.9})   # a sweep cell's α
+    >>> bool(cell.probe(jnp.zeros(2)) != problem.probe(jnp.zeros(2)))
+    True
+    """
     get = lambda dotted, default=None: values.get(dotted, settings.get(dotted.split(".")[0], {}).get(  # noqa: E731
         dotted.split(".", 1)[1], default))
     probe_settings = settings["probe"]
@@ -473,6 +530,26 @@ def make_observables(prepared: Prepared, sections: dict[str, dict[str, Any]], na
     -------
     dict
         ``{name: fn}``, each ``fn`` a JAX function of one x ``(d,)`` in the models' input (standardized) space.
+
+    Examples
+    --------
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... temperature = 0.1
+    ... ''')
+    >>> observables = make_observables(Prepared(config), config.sections, ["predicted_class", "probe"])
+    >>> sorted(observables)                                   # "probe": every run folds G(x) in already
+    ['predicted_class']
+    >>> observables["predicted_class"](jnp.zeros(2)).tolist()  # one-hot of the model's class at x = 0
+    [0.0, 1.0]
     """
     restriction = None if constraints is None else constraints_module.restriction(constraints,
                                                                                 prepared.num_features)
@@ -520,6 +597,32 @@ def sweep_config(config: Config, *, out: str | None = None, progress: bool = Tru
 
     ``[output] observables`` are folded into every cell (``cells/<id>.npz``: ``Samples.load(...).observables``;
     ``"probe"`` is the table's ``probe_mean`` / ``probe_mcse``); ``[output] keep_draws = false`` keeps no draw.
+
+    Examples
+    --------
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... temperature = 0.1
+    ... num_chains = 8
+    ... num_samples = 20
+    ... num_warmup = 20
+    ... [sweep.grid]
+    ... "sampler.temperature" = [0.01, 1.0]
+    ... ''', sweep=True)
+    >>> result = sweep_config(config, out="sweep", progress=False)
+    >>> [row["temperature"] for row in result.rows], result.num_compilations   # both cells in one program
+    ([0.01, 1.0], 1)
+    >>> cold, hot = result.rows
+    >>> bool(cold["probe_mean"] < hot["probe_mean"])          # E[G] grows with τ
+    True
     """
     check_config(config)  # every model fitted and every value checked before the first cell runs
     grid, static = _split_grid(config)
@@ -557,7 +660,27 @@ def check_config(config: Config) -> None:
     from the file alone: each static combination of the grid's probe axes (data set, model kind, probe type,
     anchors with fixed features, ...) gets its data split and its models fitted or loaded (a saved network's
     input width), and its class indices and anchor rows checked. Raises :class:`ConfigError`. ``jaxprobe
-    validate`` runs it too, so that it passes exactly the configurations run and sweep accept."""
+    validate`` runs it too, so that it passes exactly the configurations run and sweep accept.
+
+    Examples
+    --------
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "fixed_label"
+    ... target = 2
+    ... [sampler]
+    ... temperature = 0.1
+    ... ''')                                                  # a valid file, but moons has 2 classes
+    >>> check_config(config)
+    Traceback (most recent call last):
+        ...
+    jaxprobe.config.ConfigError: [probe] target: must be a class index in 0..1 for moons, got 2
+    """
     import itertools
 
     grid, static = _split_grid(config)
@@ -597,6 +720,30 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     -------
     dict
         The summary written to ``summary.json``.
+
+    Examples
+    --------
+    >>> import os
+    >>> from jaxprobe.config import parse_config
+    >>> config = parse_config('''
+    ... [data]
+    ... name = "moons"
+    ... [model]
+    ... kind = "logistic_regression"
+    ... [probe]
+    ... type = "prediction_risky"
+    ... alpha = 0.5
+    ... [sampler]
+    ... temperature = 0.1
+    ... num_chains = 8
+    ... num_samples = 20
+    ... num_warmup = 20
+    ... [output]
+    ... plots = false
+    ... ''')
+    >>> summary = run_config(config, out="run", progress=False)    # a tiny run: 8 chains of 20 draws
+    >>> sorted(os.listdir("run")), summary["sampler"], summary["answer"]["model_test_accuracy"]
+    (['samples.npz', 'samples_original_units.npz', 'summary.json'], 'mala', 0.904)
     """
     started = time.perf_counter()
     out = out or config.sections["output"]["dir"]
@@ -732,7 +879,7 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
     observed = _observed(samples, row, config.sections["output"]["observables"])
     notes: list[str] = []
     answer = _answer(prepared, config, samples, observed, x is not None, notes)
-    features = _feature_summary(prepared, observed, x, notes, samples.num_groups)
+    features = _feature_summary(prepared, observed, x, notes, samples.num_groups, samples.group_log_evidence)
     probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
     if x is None:
         probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
@@ -784,7 +931,8 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
         SMC groups' spread after SMC), else the observable ``name``'s; ``present`` shapes an array as the field."""
         if outputs is not None:
             values = np.asarray(per_draw(), np.float64)
-            found = estimates.estimate(values.reshape(per_run + values.shape[1:]), num_groups=samples.num_groups)
+            found = estimates.estimate(values.reshape(per_run + values.shape[1:]), num_groups=samples.num_groups,
+                                       group_log_evidence=samples.group_log_evidence)
             mean, mcse, note = found.mean, found.mcse, found.note
         elif name in observed:
             mean = np.asarray(observed[name]["mean"], np.float64)
@@ -832,18 +980,22 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
 
 
 def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], x: np.ndarray | None,
-                     notes: list[str], num_groups: int | None = None) -> dict[str, dict[str, float]]:
-    """Each feature's mean (with its Monte-Carlo standard error) and sd over the kept draws ``x`` (original units)
-    next to the training data's mean;
-    without draws, the mean of the ``"features"`` observable if asked for (what is missing goes to ``notes``)."""
+                     notes: list[str], num_groups: int | None = None,
+                     group_log_evidence: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """Each feature's mean (with its Monte-Carlo standard error) and sd over the kept draws ``x`` ``(C, N, d)``
+    (original units; after SMC the groups weighted by their evidence, as every estimate) next to the training
+    data's mean; without draws, the mean of the ``"features"`` observable if asked for (what is missing goes to
+    ``notes``)."""
     names = prepared.dataset.feature_names
     if x is not None:
-        flat_x = x.reshape(-1, x.shape[-1])
-        found = estimates.estimate(x, num_groups=num_groups)  # the means' Monte-Carlo errors (per chain)
+        found = estimates.estimate(x, num_groups=num_groups, group_log_evidence=group_log_evidence)
+        second = estimates.estimate(x.astype(np.float64) ** 2, num_groups=num_groups,
+                                    group_log_evidence=group_log_evidence).mean
+        sd = np.sqrt(np.maximum(second - found.mean**2, 0.0))
         if found.note:
             notes.append(f"features_original_units mcse: {found.note}")
-        return {name: {"mean": float(flat_x[:, i].mean()), "mcse": _with_nones(float(found.mcse[i])),
-                       "sd": float(flat_x[:, i].std()), "data_mean": float(prepared.train.x[:, i].mean())}
+        return {name: {"mean": float(found.mean[i]), "mcse": _with_nones(float(found.mcse[i])),
+                       "sd": float(sd[i]), "data_mean": float(prepared.train.x[:, i].mean())}
                 for i, name in enumerate(names)}
     means = observed.get("features", {}).get("mean")
     errors = observed.get("features", {}).get("mcse")
