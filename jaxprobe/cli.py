@@ -237,7 +237,17 @@ def _sweep_plot(config, result, out: str) -> None:
 def find_benchmarks(root: str | None = None) -> dict[str, str]:
     """``{name: path}`` of the benchmark scripts: jaxprobe's own (:mod:`jaxprobe.bench`, shipped with the package,
     so ``jaxprobe bench`` works from an installed package), or with ``root`` the scripts ``root/benchmarks/*.py``
-    of another source tree."""
+    of another source tree.
+
+    Examples
+    --------
+    >>> "throughput" in find_benchmarks()                   # jaxprobe's own, as `jaxprobe bench --list` shows
+    True
+    >>> os.makedirs("tree/benchmarks")
+    >>> open("tree/benchmarks/mine.py", "w").close()
+    >>> find_benchmarks(root="tree")                        # another source tree's benchmarks/*.py
+    {'mine': 'tree/benchmarks/mine.py'}
+    """
     if root is None:
         from jaxprobe.bench import scripts
 
@@ -395,7 +405,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``jaxprobe`` command; returns the exit code (see the module docstring)."""
+    """Entry point of the ``jaxprobe`` command; returns the exit code (see the module docstring).
+
+    Examples
+    --------
+    >>> import contextlib
+    >>> with contextlib.redirect_stderr(sys.stdout):     # the message goes to stderr; shown here
+    ...     code = main(["validate", "missing.toml"])
+    jaxprobe validate: invalid configuration: missing.toml: no such file
+    >>> code == EXIT_USAGE                                 # 2: bad usage, nothing was run
+    True
+    """
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = []

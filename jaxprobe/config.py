@@ -99,6 +99,14 @@ class BuiltinObservable:
     defined for; ``reads``: configuration keys (``"section.key"``, or ``"section."`` for all of a section)
     its function depends on, which a sweep's grid may not vary; ``answer``: the summary's answer field it
     gives when the draws are not kept. Its function of x is :data:`jaxprobe.sweeps.from_config.MAKERS`'s.
+
+    Examples
+    --------
+    >>> disagree = OBSERVABLES["disagree"]                  # `observables = ["disagree"]` in a file's [output]
+    >>> disagree.probes, disagree.depends_on("compare.kind"), disagree.depends_on("sampler.name")
+    (('model_contrast',), True, False)
+    >>> BuiltinObservable("the first feature", reads=("data.name",)).tasks     # defined for every task
+    ('binary', 'multiclass', 'regression')
     """
 
     doc: str

@@ -24,7 +24,8 @@ from jaxprobe._io import atomic_write
 from jaxprobe.engine import sample
 from jaxprobe.target import gibbs
 
-__all__ = ["run_demo", "train_mlp", "mlp_probability"]
+# run_demo is the body of the `jaxprobe demo` command (cli.py), which users run: importable, not public API.
+__all__ = ["train_mlp", "mlp_probability"]
 
 
 def _init_mlp(rng_key: jax.Array, sizes: tuple[int, ...]) -> list[dict[str, jax.Array]]:
@@ -44,13 +45,32 @@ def mlp_logit(params: list[dict[str, jax.Array]], x: jax.Array) -> jax.Array:
 
 
 def mlp_probability(params: list[dict[str, jax.Array]], x: jax.Array) -> jax.Array:
-    """P(malignant | x) for one input ``(d,)``."""
+    """P(malignant | x) for one input ``(d,)``.
+
+    Examples
+    --------
+    >>> params = [{"w": jnp.ones((2, 1)), "b": jnp.zeros(1)}]      # no hidden layer: sigmoid(x₀ + x₁)
+    >>> round(float(mlp_probability(params, jnp.zeros(2))), 4), round(float(mlp_probability(params, jnp.ones(2))), 4)
+    (0.5, 0.8808)
+    """
     return jax.nn.sigmoid(mlp_logit(params, x))
 
 
 def train_mlp(rng_key: jax.Array, x: np.ndarray, y: np.ndarray, hidden: int = 16, steps: int = 400,
               learning_rate: float = 1e-2, weight_decay: float = 1e-3) -> list[dict[str, jax.Array]]:
-    """Full-batch AdamW on the logistic loss (a few seconds on CPU)."""
+    """Full-batch AdamW on the logistic loss (a few seconds on CPU): ``x`` ``(n, d)``, labels ``y`` ``(n,)`` in
+    {0, 1}; returns the MLP's layers ``d → hidden (tanh) → 1`` for :func:`mlp_probability`.
+
+    Examples
+    --------
+    >>> x = np.array([[-2.0, -1.0], [-1.0, -2.0], [1.0, 2.0], [2.0, 1.0]], np.float32)
+    >>> y = np.array([0.0, 0.0, 1.0, 1.0])
+    >>> params = train_mlp(jax.random.key(0), x, y, hidden=4, steps=50)
+    >>> [layer["w"].shape for layer in params]                          # 2 → 4 (tanh) → 1
+    [(2, 4), (4, 1)]
+    >>> jax.vmap(lambda row: mlp_probability(params, row))(x).round().tolist()   # it learned the labels
+    [0.0, 0.0, 1.0, 1.0]
+    """
     params = _init_mlp(rng_key, (x.shape[1], hidden, 1))
     optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
     x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)

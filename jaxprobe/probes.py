@@ -360,6 +360,15 @@ def parameter_sensitive(apply_fn: Callable, param_dist: Any, *, loss: str = "cro
     ensemble) the reference is the mean prediction over the draws.
     ``loss``: ``"cross_entropy"`` / ``"squared"`` for classifiers (any K), or
     ``"similarity"`` (``exp(−(y_θ − y_θ*)²)``) for regression outputs.
+
+    Examples
+    --------
+    >>> from jaxprobe.models import GaussianPerturbation
+    >>> apply_fn = lambda params, x: jax.nn.sigmoid(x @ params["w"])       # P(y = 1 | x; θ), 2 features
+    >>> q = GaussianPerturbation({"w": jnp.array([2.0, -1.0])}, sigma=0.5, num_draws=8, rng_key=jax.random.key(0))
+    >>> sensitive = parameter_sensitive(apply_fn, q)             # small where the draws θ ~ q disagree with θ*
+    >>> bool(sensitive(jnp.array([0.5, 1.0])) < sensitive(jnp.array([3.0, 0.0])))   # on θ*'s boundary; far off
+    True
     """
     _check_model(apply_fn, "apply_fn")
     _check_choice("loss", loss, _CONTRAST_LOSSES)

@@ -51,6 +51,16 @@ def infer_dim(*, dim: Any = None, init: Any = None, prior: Any = None, constrain
     builds one from a data set); a probe that knows its input length (``Probe.dim``: from a
     model's ``n_features_in_``, e.g. a :func:`jaxprobe.models.from_sklearn` import, or a
     ``localize`` anchor).
+
+    Examples
+    --------
+    >>> from jaxprobe import priors, probes
+    >>> infer_dim(init=np.zeros((4, 3))), infer_dim(probe=probes.localize(jnp.zeros(2)))
+    (3, 2)
+    >>> infer_dim(dim=2, prior=priors.DiagonalGaussian(jnp.zeros(3), jnp.ones(3)))
+    Traceback (most recent call last):
+        ...
+    ValueError: the number of features disagrees between dim (2), prior (3)
     """
     stated: dict[str, int] = {}
     if dim is not None:
@@ -115,6 +125,19 @@ def categorical_constraints(probe: Callable, constraints: Any, dim: int) -> Any:
     The missing category (NaN) of a numeric column is never sampled. Returns ``constraints`` itself when
     nothing is added, else a list (a ``ConstraintList`` keeps its ``dim``). A :class:`Restriction` cannot be
     extended: one that leaves such a column unconstrained is refused with the constraints to add.
+
+    Examples
+    --------
+    >>> from sklearn.compose import ColumnTransformer
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import OneHotEncoder
+    >>> x, y = np.array([[0.0, 0.5], [1.0, -0.5], [2.0, 1.0], [0.0, -1.0]]), [0, 1, 1, 0]   # column 0: categories
+    >>> pipeline = make_pipeline(ColumnTransformer([("code", OneHotEncoder(), [0])], remainder="passthrough"),
+    ...                          LogisticRegression()).fit(x, y)
+    >>> model = jaxprobe.models.from_sklearn(pipeline, one_hot="nearest")
+    >>> categorical_constraints(jaxprobe.probes.fixed_label(model, 1), None, 2)   # column 0 sampled on its cells
+    [Integer(indices=[0], mean=0.0, scale=1.0), Box(low=[-0.5], high=[2.5], indices=[0])]
     """
     found = categorical_inputs_read_by(as_probe(probe).fn, dim)
     if not found:

@@ -15,7 +15,17 @@ __all__ = ["gibbs", "check_temperature"]
 
 def check_temperature(temperature: Any) -> float:
     """``temperature`` as a float (a real number or a 0-d array; not a bool or a string), or a
-    TypeError/ValueError naming it."""
+    TypeError/ValueError naming it.
+
+    Examples
+    --------
+    >>> check_temperature(np.float32(0.5))
+    0.5
+    >>> check_temperature(0.0)
+    Traceback (most recent call last):
+        ...
+    ValueError: temperature must be finite and > 0, got 0.0
+    """
     return check_number(temperature, "temperature", minimum=0.0, exclusive_minimum=True)
 
 

@@ -17,7 +17,14 @@ __all__ = ["results_dir", "source_root", "scripts", "write_results"]
 
 def source_root() -> pathlib.Path | None:
     """The jaxprobe source checkout this package runs from (the folder holding ``benchmarks/results``), or None
-    for an installed package."""
+    for an installed package.
+
+    Examples
+    --------
+    >>> root = source_root()
+    >>> root is None or ((root / "benchmarks" / "results").is_dir() and (root / "jaxprobe").is_dir())
+    True
+    """
     root = pathlib.Path(__file__).resolve().parents[2]
     return root if (root / "benchmarks" / "results").is_dir() and (root / "jaxprobe").is_dir() else None
 
@@ -25,7 +32,18 @@ def source_root() -> pathlib.Path | None:
 def results_dir() -> str:
     """Where a benchmark writes its results unless given ``--out``: ``$JAXPROBE_BENCH_RESULTS`` (``jaxprobe
     bench`` points it at a scratch folder unless ``--record``), else the checkout's ``benchmarks/results``, else
-    ``./jaxprobe-bench-results`` (an installed package)."""
+    ``./jaxprobe-bench-results`` (an installed package).
+
+    Examples
+    --------
+    >>> from unittest import mock
+    >>> with mock.patch.dict("os.environ", {"JAXPROBE_BENCH_RESULTS": "scratch"}):   # as `jaxprobe bench` sets it
+    ...     results_dir()
+    'scratch'
+    >>> with mock.patch.dict("os.environ", clear=True):       # unset: the checkout's, or ./jaxprobe-bench-results
+    ...     results_dir().endswith(("benchmarks/results", "jaxprobe-bench-results"))
+    True
+    """
     if os.environ.get("JAXPROBE_BENCH_RESULTS"):
         return os.environ["JAXPROBE_BENCH_RESULTS"]
     root = source_root()
@@ -35,7 +53,15 @@ def results_dir() -> str:
 
 def write_results(out: str, name: str, result: dict, markdown: str) -> None:
     """Write ``out/NAME.json`` (``result``, every number) and ``out/NAME.md`` (``markdown``, the tables), each
-    atomically, creating ``out`` if needed."""
+    atomically, creating ``out`` if needed.
+
+    Examples
+    --------
+    >>> import json
+    >>> write_results("my-results", "speed", {"draws_per_second": 1500.0}, "| draws/s |")
+    >>> sorted(os.listdir("my-results")), json.load(open("my-results/speed.json"))
+    (['speed.json', 'speed.md'], {'draws_per_second': 1500.0})
+    """
     import json
 
     from jaxprobe._io import atomic_write
@@ -47,6 +73,13 @@ def write_results(out: str, name: str, result: dict, markdown: str) -> None:
 
 
 def scripts() -> dict[str, str]:
-    """``{name: path}`` of the benchmark scripts of this package (``jaxprobe bench --list``)."""
+    """``{name: path}`` of the benchmark scripts of this package (``jaxprobe bench --list``).
+
+    Examples
+    --------
+    >>> found = scripts()
+    >>> "throughput" in found, found["throughput"].endswith("throughput.py")   # `jaxprobe bench throughput`
+    (True, True)
+    """
     here = pathlib.Path(__file__).resolve().parent
     return {path.stem: str(path) for path in sorted(here.glob("*.py")) if not path.name.startswith("_")}

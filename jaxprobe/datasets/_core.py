@@ -191,7 +191,7 @@ class Dataset:
         Examples
         --------
         >>> from jaxprobe.datasets import credit
-        >>> one_hot_groups(credit())
+        >>> credit().one_hot_groups
         {'Gender': (6, 7), 'Student': (8, 9), 'Married': (10, 11), 'Ethnicity': (12, 13, 14)}
         """
         return one_hot_groups(self)
@@ -331,6 +331,15 @@ def one_hot_groups(dataset: Dataset) -> dict[str, tuple[int, ...]]:
     """``{categorical feature name: column indices of its one-hot group}``, in feature order.
 
     Each group's columns sum to exactly 1 in every row of ``dataset.x``.
+
+    Examples
+    --------
+    >>> from jaxprobe.datasets import credit
+    >>> data = credit()
+    >>> one_hot_groups(data)
+    {'Gender': (6, 7), 'Student': (8, 9), 'Married': (10, 11), 'Ethnicity': (12, 13, 14)}
+    >>> bool(np.all(data.x[:, [12, 13, 14]].sum(axis=1) == 1))        # one category per row
+    True
     """
     return {f.name: f.columns for f in dataset.features if f.is_categorical}
 

@@ -52,8 +52,9 @@ from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.host import to_device, to_host
 from jaxprobe.types import PRNGKey
 
-__all__ = ["CheckpointMismatchError", "HostDraws", "CheckpointWriter", "Checkpoint", "prepare", "resume",
-           "discard_unsaved", "run_identity", "draws_folder", "remove_stale_partials", "STAT_FIELDS"]
+# The rest (HostDraws, CheckpointWriter, Checkpoint, prepare, resume, discard_unsaved, run_identity,
+# remove_stale_partials) is the run driver's plumbing (engine/api.py): importable, not public API.
+__all__ = ["CheckpointMismatchError", "draws_folder", "STAT_FIELDS"]
 
 STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
 # 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files per chunk;

@@ -90,7 +90,18 @@ _BLOCK_ELEMENTS = 1 << 24
 class ChEESState(NamedTuple):
     """Adaptation state (scalars unless noted): BlackJAX's ``ChEESAdaptationState`` (the first eight fields, in
     its order) plus the pooled moments of the mass matrix and of the length floor (BlackJAX's ``MomentBlock``:
-    count ``()``, mean ``(D,)``, m2 ``(D,)`` or ``(D, D)``) and the floor's power-iteration state."""
+    count ``()``, mean ``(D,)``, m2 ``(D,)`` or ``(D, D)``) and the floor's power-iteration state.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("chees"), jaxprobe.priors.StandardNormal()
+    >>> parameters = engine.default_parameters(kernel, 4, 2, jnp.float32, step_size=0.5)
+    >>> state = engine.init(kernel, logdensity, jnp.zeros((4, 2)), parameters)
+    >>> chees = ChEESAdaptation(kernel).init(state, logdensity).adaptation    # a ChEESState
+    >>> float(chees.step_size), float(chees.trajectory_length), chees.covariance.m2.shape   # one step long
+    (0.5, 0.5, (2, 2))
+    """
 
     step_size: Array
     log_step_size_ma: Array
@@ -256,7 +267,17 @@ def _update(state: ChEESState, proposal_position: Array, proposal_momentum: Arra
 
 class ChEESWarmupState(NamedTuple):
     """What :class:`ChEESAdaptation` carries between updates: the chains' ``DynamicState``
-    (positions ``(C, D)``) and the cross-chain :class:`ChEESState`."""
+    (positions ``(C, D)``) and the cross-chain :class:`ChEESState`.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("chees"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jnp.zeros((4, 2)))
+    >>> warmup_state = ChEESAdaptation(kernel).init(state, logdensity)
+    >>> warmup_state.kernel_state.position.shape, type(warmup_state.adaptation).__name__
+    ((4, 2), 'ChEESState')
+    """
 
     kernel_state: Any
     adaptation: ChEESState
@@ -279,6 +300,16 @@ class ChEESAdaptation:
     ``kernel``: a :class:`jaxprobe.engine.kernels.ChEES` (its ``step_with_proposal``, ``jitter``,
     ``learning_rate`` and ``max_leapfrog_steps`` are read). ``target_acceptance_rate``: None for the
     kernel's own.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> adaptation = ChEESAdaptation(engine.make_kernel("chees"))     # what engine.adapt runs for ChEES
+    >>> schedule = adaptation.schedule(100)                           # 100 warmup steps
+    >>> int(schedule["in_window"].sum()), adaptation.splittable       # mass matrix from the last half; one piece
+    (50, False)
+
+    :func:`chees_warmup` runs it (and ``engine.adapt(key, state, adaptation, logdensity, num_steps)``).
     """
 
     kernel: Any

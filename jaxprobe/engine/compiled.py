@@ -100,6 +100,16 @@ def jit_bounded(fun: Callable | None = None, *, static_argnames: Sequence[str], 
 
     Usable as ``@jit_bounded(static_argnames=(...))``. Dynamic arguments are passed to the jitted function by
     name, so ``donate_argnames`` applies whether they were given by position or by name.
+
+    Examples
+    --------
+    >>> @jit_bounded(static_argnames=("fn",), maxsize=2)
+    ... def apply(fn, x):
+    ...     return fn(x)
+    >>> [float(apply(f, 1.0)) for f in (jnp.sin, jnp.cos, jnp.exp)]         # three static configurations
+    [0.841..., 0.540..., 2.718...]
+    >>> apply.compiled_count(), apply.live_count()               # three compiled; the oldest one freed
+    (3, 2)
     """
     if fun is None:
         return functools.partial(jit_bounded, static_argnames=static_argnames, donate_argnames=donate_argnames,

@@ -260,6 +260,22 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     whole-run buffer). ``record`` (with ``keep_draws`` and no ``trace``): what the trace keeps of each kept
     draw's positions ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already
     transformed (default: the positions themselves). Returns ``(state, trace or None, stats, monitored)``.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> from jaxprobe.engine import streaming
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jax.random.normal(jax.random.key(0), (4, 2)))
+    >>> monitor = streaming.Monitor(num_chains=4, dim=2, num_draws=400, observables=(("x0", lambda x: x[0]),))
+    >>> monitored = streaming.init_stats(monitor, jnp.float32)
+    >>> state, trace, stats, (draw_stats, observables) = engine.run_monitored(
+    ...     jax.random.key(1), state, kernel, logdensity, 400, 1, monitor, monitored, first_draw=0)
+    >>> estimate = streaming.observed(observables["x0"])      # E[x₀] = 0, folded in as the scan ran
+    >>> bool(abs(estimate.mean) < 4 * estimate.mcse)          # within 4 Monte-Carlo standard errors of 0
+    True
+    >>> bool(jnp.isclose(estimate.mean, trace.position[..., 0].mean(), atol=1e-5))   # the kept draws' mean
+    True
     """
     num_draws, thin = _check_draws(num_draws, thin)
     if record is not None and (trace is not None or not keep_draws):
@@ -643,7 +659,19 @@ def prepare(rng_key: PRNGKey, state: EngineState, kernel: Kernel, logdensity_fn:
             adapt: bool = True, target_acceptance_rate: float | None = None, shared: bool = False) -> EngineState:
     """The warmup of a run in one piece, as :func:`jaxprobe.sample` makes it in chunks: ``adapt`` the
     kernel's parameters (:func:`warmup`), or with given parameters (``adapt=False``) ``num_steps`` of burn-in
-    whose draws are discarded. Either way the step counter restarts at 0 for sampling."""
+    whose draws are discarded. Either way the step counter restarts at 0 for sampling.
+
+    Examples
+    --------
+    >>> from jaxprobe import engine
+    >>> kernel, logdensity = engine.make_kernel("mala"), jaxprobe.priors.StandardNormal()
+    >>> state = engine.init(kernel, logdensity, jnp.full((4, 2), 5.0))          # far out in the tail
+    >>> burned = prepare(jax.random.key(1), state, kernel, logdensity, 100, adapt=False)   # burn-in only
+    >>> int(burned.step), bool(burned.parameters["step_size"] == state.parameters["step_size"])
+    (0, True)
+    >>> bool(jnp.all(jnp.abs(burned.kernel_state.position) < 3.0))              # moved towards the mode
+    True
+    """
     if num_steps == 0:
         return state
     if adapt:

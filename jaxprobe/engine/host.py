@@ -12,7 +12,16 @@ __all__ = ["to_host", "to_device"]
 
 
 def to_device(array: np.ndarray, sharding: NamedSharding) -> jax.Array:
-    """Place a host array with the chain axis sharded (scalars are replicated)."""
+    """Place a host array with the chain axis sharded (scalars are replicated).
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import chain_sharding
+    >>> sharding = chain_sharding(4)                               # the chain axis over every device
+    >>> positions = to_device(np.zeros((4, 2), np.float32), sharding)
+    >>> positions.shape, positions.sharding.spec[0], tuple(to_device(np.float32(1.0), sharding).sharding.spec)
+    ((4, 2), 'chains', ())
+    """
     if array.ndim == 0:
         sharding = NamedSharding(sharding.mesh, PartitionSpec())
     return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])

@@ -92,20 +92,43 @@ __all__ = [
 
 
 class StepSizeParameters(TypedDict):
-    """Parameters of MALA and RWMH: ``step_size`` ``()`` (shared by all chains) or ``(C,)``."""
+    """Parameters of MALA and RWMH: ``step_size`` ``()`` (shared by all chains) or ``(C,)``.
+
+    Examples
+    --------
+    >>> parameters = MALA().default_parameters(4, 2, jnp.float32, step_size=0.1)   # 4 chains, D = 2
+    >>> sorted(parameters) == sorted(StepSizeParameters.__annotations__), parameters["step_size"].shape
+    (True, ())
+    """
 
     step_size: Array
 
 
 class MassMatrixParameters(TypedDict):
-    """Parameters of HMC and NUTS: ``step_size`` ``()`` or ``(C,)``, diagonal ``inverse_mass_matrix`` ``(C, D)``."""
+    """Parameters of HMC and NUTS: ``step_size`` ``()`` or ``(C,)``, diagonal ``inverse_mass_matrix`` ``(C, D)``.
+
+    Examples
+    --------
+    >>> parameters = HMC().default_parameters(4, 2, jnp.float32, step_size=jnp.full(4, 0.1))   # per chain
+    >>> sorted(parameters) == sorted(MassMatrixParameters.__annotations__)
+    True
+    >>> parameters["step_size"].shape, parameters["inverse_mass_matrix"].shape
+    ((4,), (4, 2))
+    """
 
     step_size: Array
     inverse_mass_matrix: Array
 
 
 class ChEESParameters(TypedDict):
-    """Parameters of ChEES: those of HMC plus ``num_leapfrog_steps`` ``(C,)`` (mean trajectory length in steps)."""
+    """Parameters of ChEES: those of HMC plus ``num_leapfrog_steps`` ``(C,)`` (mean trajectory length in steps).
+
+    Examples
+    --------
+    >>> parameters = ChEES().default_parameters(4, 2, jnp.float32, step_size=0.5)
+    >>> sorted(parameters) == sorted(ChEESParameters.__annotations__), parameters["num_leapfrog_steps"].shape
+    (True, (4,))
+    """
 
     step_size: Array
     inverse_mass_matrix: Array
@@ -117,6 +140,13 @@ class GradientState(NamedTuple):
 
     Shapes: ``position`` and ``logdensity_grad`` ``(C, D)``, ``logdensity`` ``(C,)``.
     The same layout as BlackJAX's ``HMCState`` (so BlackJAX kernels take it as is).
+
+    Examples
+    --------
+    >>> positions = jnp.array([[0.0, 1.0], [2.0, -1.0], [0.5, 0.5]])       # 3 chains, D = 2
+    >>> state = MALA().init(positions, jaxprobe.priors.StandardNormal())    # a GradientState
+    >>> state.logdensity.shape, bool(jnp.allclose(state.logdensity_grad, -positions))   # ∇ log N(0, I) = −x
+    ((3,), True)
     """
 
     position: Array
@@ -125,14 +155,28 @@ class GradientState(NamedTuple):
 
 
 class ValueState(NamedTuple):
-    """State of a gradient-free kernel: position ``(C, D)`` and log density ``(C,)``."""
+    """State of a gradient-free kernel: position ``(C, D)`` and log density ``(C,)``.
+
+    Examples
+    --------
+    >>> state = RWMH().init(jnp.zeros((4, 2)), jaxprobe.priors.StandardNormal())
+    >>> state._fields, [round(float(value), 4) for value in state.logdensity]   # −log 2π at the origin
+    (('position', 'logdensity'), [-1.8379, -1.8379, -1.8379, -1.8379])
+    """
 
     position: Array
     logdensity: Array
 
 
 class DynamicState(NamedTuple):
-    """State of jittered HMC: a GradientState plus the per-chain quasi-random index."""
+    """State of jittered HMC: a GradientState plus the per-chain quasi-random index.
+
+    Examples
+    --------
+    >>> state = ChEES().init(jnp.zeros((4, 2)), jaxprobe.priors.StandardNormal())
+    >>> state.position.shape, state.logdensity_grad.shape, state.random_generator_arg.shape
+    ((4, 2), (4, 2), (4,))
+    """
 
     position: Array
     logdensity: Array
@@ -146,6 +190,12 @@ def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
     +inf would otherwise be accepted with probability one and NaN compares false
     in every acceptance test; both mean the target is undefined there. The value is
     in the position's dtype (:func:`jaxprobe.engine.numerics.in_positions_dtype`).
+
+    Examples
+    --------
+    >>> safe = safe_logdensity(lambda x: jnp.log(x[0]))            # NaN for x₀ < 0, +inf nowhere here
+    >>> float(safe(jnp.array([1.0]))), float(safe(jnp.array([-1.0])))
+    (0.0, -inf)
     """
     typed = in_positions_dtype(logdensity_fn)
 
@@ -161,7 +211,15 @@ def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Ar
 
 
 def per_chain(value: Array, num_chains: int) -> Array:
-    """A shared ``()`` or per-chain ``(C,)`` parameter as ``(C,)`` (to vmap a single-chain kernel over)."""
+    """A shared ``()`` or per-chain ``(C,)`` parameter as ``(C,)`` (to vmap a single-chain kernel over).
+
+    Examples
+    --------
+    >>> per_chain(jnp.float32(0.5), 3).tolist()               # a shared step size, one per chain
+    [0.5, 0.5, 0.5]
+    >>> per_chain(jnp.array([0.1, 0.2, 0.3]), 3).tolist()    # already per chain: unchanged
+    [0.1..., 0.2..., 0.3...]
+    """
     return jnp.broadcast_to(value, (num_chains,))
 
 
@@ -183,6 +241,16 @@ class BaseKernel:
     :func:`~jaxprobe.engine.options.choice_option`; ``__post_init__`` checks them. It declares
     ``name`` and implements ``init``, ``step`` and ``initial_step_size``
     (:class:`jaxprobe.engine.protocols.Kernel`); it has a ``target_acceptance_rate`` field.
+
+    Examples
+    --------
+    >>> issubclass(MALA, BaseKernel), sorted(MALA().default_parameters(4, 2, jnp.float32))
+    (True, ['step_size'])
+    >>> try:
+    ...     MALA(target_acceptance_rate=1.5)                     # options are checked when the kernel is made
+    ... except ValueError as error:
+    ...     print(error)
+    sampler_options['target_acceptance_rate'] for 'mala' must be a number in (0, 1), got 1.5
     """
 
     name: ClassVar[str]
@@ -384,6 +452,15 @@ def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_ar
     leading chain axis (``state.position`` ``(C, D)``); every ``per_chain_args`` leaf has a leading
     axis ``C`` too (:func:`per_chain` broadcasts a shared step size). Returns what ``one_chain``
     returns, stacked over chains (e.g. BlackJAX's ``(state, info)`` with leaves ``(C, ...)``).
+
+    Examples
+    --------
+    >>> def one_chain(key, chain_state, step_size):               # a random-walk proposal of one chain
+    ...     return chain_state.position + step_size * jax.random.normal(key, chain_state.position.shape)
+    >>> state = ValueState(jnp.zeros((4, 2)), jnp.zeros(4))
+    >>> proposals = vmap_chains(one_chain, jax.random.key(0), state, per_chain(jnp.asarray(0.1), 4))
+    >>> proposals.shape, bool(jnp.all(proposals[0] != proposals[1]))   # each chain its own key
+    ((4, 2), True)
     """
     keys = jax.random.split(rng_key, state.position.shape[0])
     return jax.vmap(one_chain)(keys, state, *per_chain_args)

@@ -61,7 +61,15 @@ def in_positions_dtype(logdensity_fn: Any) -> Any:
 
     Under ``jax_enable_x64`` a target closing over float64 constants (NumPy arrays, a model's float64
     weights) returns float64 for float32 positions; the samplers' states and loop carries keep the
-    positions' dtype, so the value is cast (a no-op when the dtypes agree: draws unchanged)."""
+    positions' dtype, so the value is cast (a no-op when the dtypes agree: draws unchanged).
+
+    Examples
+    --------
+    >>> logdensity = lambda x: -0.5 * jnp.sum(x.astype(jnp.float32) ** 2)   # computes in float32
+    >>> value = in_positions_dtype(logdensity)(jnp.ones(2, jnp.float16))
+    >>> value.dtype, float(value)                               # in the positions' dtype
+    (dtype('float16'), -1.0)
+    """
     def typed(position: Array) -> Array:
         return jnp.asarray(logdensity_fn(position)).astype(position.dtype)
 
@@ -167,6 +175,18 @@ def normal_and_uniform(rng_key: PRNGKey, num_chains: int, dim: int, dtype: Any,
       evaluates an elementwise log density, and with the paired words that fused
       evaluation differed in the last bit between 1 and 4 devices
       (``tests/engine/test_api_devices.py``); with this layout they agree.
+
+    Examples
+    --------
+    >>> generate = jax.jit(normal_and_uniform, static_argnums=(1, 2, 3))      # as inside a sampler's step
+    >>> normal, uniform = generate(jax.random.key(0), 1000, 3, jnp.float32)  # C = 1000, D = 3
+    >>> normal.shape, uniform.shape, bool(jnp.all((uniform >= 0) & (uniform < 1)))
+    ((1000, 3), (1000,), True)
+    >>> bool(abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.1 and abs(uniform.mean() - 0.5) < 0.05)
+    True
+    >>> first, _ = generate(jax.random.key(0), 8, 3, jnp.float32)   # 8 chains: the same first rows
+    >>> bool(jnp.all(first == normal[:8]))
+    True
     """
     dtype = jnp.dtype(dtype)
     finfo = jnp.finfo(dtype)
@@ -223,6 +243,12 @@ def materialize(values: Array, opaque_zero: Array) -> Array:
     the compiler cannot see (``opaque_zero``, e.g. from a scan counter) blocks the
     contraction in both programs; ``optimization_barrier`` and ``reduce_precision``
     do not (XLA removes or ignores them before code generation).
+
+    Examples
+    --------
+    >>> scaled = jax.jit(lambda x, step: materialize(x * 3.0, step * 0))   # a zero XLA cannot see through
+    >>> scaled(jnp.array([0.5, 2.0]), 7).tolist()                          # the values are unchanged
+    [1.5, 6.0]
     """
     uint = {4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(values.dtype).itemsize]
     bits = jax.lax.bitcast_convert_type(values, uint) ^ opaque_zero.astype(uint)
@@ -235,6 +261,12 @@ def diagonal_metric(inverse_mass_matrix: Array) -> bj_metrics.Metric:
     Under ``vmap`` a ``dot`` becomes a batched matmul whose CPU kernel, and so its
     rounding, depends on how many chains share a device; a multiply-and-sum does
     not. This keeps HMC/NUTS draws bit-identical for any device count.
+
+    Examples
+    --------
+    >>> metric = diagonal_metric(jnp.array([1.0, 4.0]))          # inverse mass matrix diag(1, 4)
+    >>> float(metric.kinetic_energy(jnp.array([1.0, 1.0])))     # ½ Σ M⁻¹ p²
+    2.5
     """
     metric = bj_metrics.gaussian_euclidean(inverse_mass_matrix)
 

@@ -41,6 +41,16 @@ class Option:
     (a finite real number, never a bool) or ``"choice"`` (one of ``choices``).
     ``minimum`` / ``maximum``: bounds, exclusive where ``exclusive_minimum`` /
     ``exclusive_maximum``. ``allow_none``: ``None`` is accepted too (e.g. "automatic").
+
+    Examples
+    --------
+    >>> option = Option("int", minimum=1, allow_none=True)
+    >>> option.expected(), option.check("my_kernel", "num_steps", 5), option.check("my_kernel", "num_steps", None)
+    ('None or an int >= 1', 5, None)
+    >>> option.check("my_kernel", "num_steps", 0)
+    Traceback (most recent call last):
+        ...
+    ValueError: sampler_options['num_steps'] for 'my_kernel' must be None or an int >= 1, got 0
     """
 
     kind: str
@@ -173,7 +183,20 @@ def choice_option(default: Any, choices: tuple[Any, ...], *, doc: str = "") -> A
 def engine_field(default: Any, *, doc: str = "") -> Any:
     """A keyword-only dataclass field the engine sets (e.g. the numerics policy,
     :func:`jaxprobe.engine.numerics.numerics_field`), not a sampler option: not listed by
-    :func:`option_specs`, not accepted in ``sampler_options``."""
+    :func:`option_specs`, not accepted in ``sampler_options``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     name: ClassVar[str] = "my_kernel"
+    ...     num_steps: int = int_option(10, minimum=1, doc="leapfrog steps")
+    ...     precision: str = engine_field("high", doc="set by the engine")
+    >>> list(option_specs(MyKernel)), MyKernel(precision="low").precision   # not an option; keyword-only
+    (['num_steps'], 'low')
+    """
     return dataclasses.field(default=default, kw_only=True, metadata={_ENGINE_KEY: doc or True})
 
 
@@ -210,6 +233,20 @@ def validate_options(kernel: Any) -> None:
     """Check every option field of ``kernel`` (a frozen dataclass) and store its canonical value.
 
     Called from the kernels' ``__post_init__``; raises as :meth:`Option.check` does.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from typing import ClassVar
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class MyKernel:
+    ...     name: ClassVar[str] = "my_kernel"
+    ...     scale: float = float_option(1.0, minimum=0.0, exclusive_minimum=True, doc="proposal scale")
+    ...     def __post_init__(self):
+    ...         validate_options(self)
+    >>> scale = MyKernel(scale=np.float32(0.5)).scale            # stored in its canonical type
+    >>> type(scale).__name__, scale, MyKernel(scale=np.float32(0.5)) == MyKernel(scale=0.5)
+    ('float', 0.5, True)
     """
     for name, spec in option_specs(type(kernel)).items():
         object.__setattr__(kernel, name, spec.check(kernel.name, name, getattr(kernel, name)))

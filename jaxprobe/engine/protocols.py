@@ -119,6 +119,13 @@ class KernelState(Protocol):
     At least ``position`` ``(C, D)`` and ``logdensity`` ``(C,)``; further fields (a
     gradient ``(C, D)``, a per-chain counter ``(C,)``) are the kernel's own. A NamedTuple
     because checkpoints store its fields by name (``_asdict``, ``_fields``, ``_replace``).
+
+    Examples
+    --------
+    >>> from jaxprobe.engine import MALA
+    >>> state = MALA().init(jnp.zeros((4, 2)), jaxprobe.priors.StandardNormal())
+    >>> isinstance(state, KernelState), state._fields            # MALA's adds the gradient
+    (True, ('position', 'logdensity', 'logdensity_grad'))
     """
 
     position: Array

@@ -55,12 +55,28 @@ def _typed(key: PRNGKey) -> Array:
 
 
 def uses_threefry(key: PRNGKey) -> bool:
-    """Whether ``key`` is a Threefry-2x32 key, so :func:`random_words` hashes it itself (a trace-time decision)."""
+    """Whether ``key`` is a Threefry-2x32 key, so :func:`random_words` hashes it itself (a trace-time decision).
+
+    Examples
+    --------
+    >>> uses_threefry(jax.random.key(0)), uses_threefry(jax.random.PRNGKey(0))     # typed or raw: the default
+    (True, True)
+    >>> uses_threefry(jax.random.key(0, impl="rbg"))                 # another generator: JAX's own bits
+    False
+    """
     return str(jax.random.key_impl(_typed(key))) == "threefry2x32"
 
 
 def uses_unrolled_threefry(key: PRNGKey) -> bool:
-    """Whether :func:`random_bits` takes the unrolled path for this key (a trace-time decision)."""
+    """Whether :func:`random_bits` takes the unrolled path for this key (a trace-time decision).
+
+    Examples
+    --------
+    >>> uses_unrolled_threefry(jax.random.key(0)) == bool(jax.config.jax_threefry_partitionable)
+    True
+    >>> uses_unrolled_threefry(jax.random.key(0, impl="rbg"))        # not Threefry: never
+    False
+    """
     return uses_threefry(key) and bool(jax.config.jax_threefry_partitionable)
 
 

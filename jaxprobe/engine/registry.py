@@ -274,6 +274,24 @@ def register_whole_run_sampler(sampler: Any, *, replace: bool = False) -> Any:
 
     Raises ``ValueError`` for a name that is not a Python identifier, that an engine kernel has, or that is
     taken (unless ``replace=True``); ``TypeError`` for an object that does not implement the protocol.
+
+    Examples
+    --------
+    >>> class Toy:                                   # the protocol's members; a real one samples questions
+    ...     name, moves_into_support = "toy", False
+    ...     def check_options(self, options): return dict(options)
+    ...     def supports(self, question): return "probe: the toy samples no question"
+    ...     def sample_question(self, rng_key, question, **options): raise NotImplementedError
+    ...     def supports_reconstruction(self, model, prior, dim): return "model: the toy reconstructs nothing"
+    ...     def reconstruction(self, question, models, priors, num_classes, dim, options): raise NotImplementedError
+    >>> toy = register_whole_run_sampler(Toy())
+    >>> "toy" in known_samplers(whole_run=True), whole_run_sampler("toy") is toy, "toy" in known_samplers()
+    (True, True, False)
+    >>> unregister_whole_run_sampler("toy")
+    >>> register_whole_run_sampler(object())                     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    TypeError: object does not implement the WholeRunSampler protocol (...; missing name, moves_into_support, ...)
     """
     if not isinstance(sampler, WholeRunSampler):
         missing = [member for member in ("name", "moves_into_support", "check_options", "supports",
@@ -294,7 +312,23 @@ def register_whole_run_sampler(sampler: Any, *, replace: bool = False) -> Any:
 
 
 def unregister_whole_run_sampler(name: str) -> None:
-    """Remove a whole-run sampler added by :func:`register_whole_run_sampler`."""
+    """Remove a whole-run sampler added by :func:`register_whole_run_sampler`.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> refuse = lambda *args, **options: "the toy does nothing"      # a toy with the protocol's members
+    >>> toy = SimpleNamespace(name="toy", moves_into_support=False, check_options=dict, supports=refuse,
+    ...                       sample_question=refuse, supports_reconstruction=refuse, reconstruction=refuse)
+    >>> _ = register_whole_run_sampler(toy)
+    >>> unregister_whole_run_sampler("toy")
+    >>> "toy" in known_samplers(whole_run=True)
+    False
+    >>> unregister_whole_run_sampler("toy")                     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: no whole-run sampler named 'toy' is registered; registered: ...
+    """
     if name not in WHOLE_RUN_SAMPLERS:
         raise ValueError(f"no whole-run sampler named {name!r} is registered; registered: "
                          f"{', '.join(WHOLE_RUN_SAMPLERS) or 'none'}")

@@ -448,7 +448,15 @@ def start_coverage_threshold(num_chains: int, num_coordinates: int, num_values: 
     starts drawn from the target itself and independent draws give with probability at most
     :data:`STARTS_FALSE_ALARM` / D (the Beta-binomial(n, C − 1, 2) distribution of the count inside their
     range), and at most :data:`STARTS_COVERAGE_FLOOR`; 1 for one chain (whose range, one point, holds no
-    draw of a continuous target: never overdispersed)."""
+    draw of a continuous target: never overdispersed).
+
+    Examples
+    --------
+    >>> start_coverage_threshold(4, 2, 400), start_coverage_threshold(8, 2, 400)   # more starts span more
+    (0.1075, 0.365)
+    >>> start_coverage_threshold(64, 2, 400) == STARTS_COVERAGE_FLOOR, start_coverage_threshold(1, 2, 400)
+    (True, 1.0)
+    """
     num_chains = check_int(num_chains, "num_chains", minimum=1)
     num_coordinates = check_int(num_coordinates, "num_coordinates", minimum=1)
     num_values = check_int(num_values, "num_values", minimum=1)
@@ -541,6 +549,21 @@ def report(verdict: Verdict, policy: str = "warn", stacklevel: int = 2) -> Verdi
 
     ``stacklevel`` is counted from the caller of ``report`` as in :func:`warnings.warn`: 1 points at the
     line calling ``report``, 2 (default) at that function's caller. Returns ``verdict``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, prior.sample(jax.random.key(0), 4, (2,)),
+    ...                           num_samples=500, num_warmup=200, progress=False)
+    >>> strict = samples.diagnostics(rhat_threshold=1.0001)      # a threshold this short run cannot meet
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = report(samples.verdict)                         # converged: passes silently
+    ...     ignored = report(strict, "ignore")                  # silent, and returned as it is
+    ...     _ = report(strict)                                  # "warn": one warning listing every problem
+    >>> [warning.category.__name__ for warning in caught], ignored is strict
+    (['ConvergenceWarning'], True)
     """
     check_policy(policy)
     if verdict.mcse_warning and policy != "ignore":

@@ -34,7 +34,18 @@ __all__ = ["GaussianClasses"]
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GaussianClasses:
-    """K classes with p(x | y = k) = N(``means[k]``, ``covariance``) and p(y = k) = ``weights[k]``."""
+    """K classes with p(x | y = k) = N(``means[k]``, ``covariance``) and p(y = k) = ``weights[k]``.
+
+    Examples
+    --------
+    >>> truth = GaussianClasses(means=[[1.0, 0.0], [-1.0, 0.0]], covariance=np.eye(2))   # equal weights
+    >>> p = truth.bayes_classifier().probabilities(jnp.array([[0.0, 0.0], [2.0, 0.0]]))    # softmax(2·x₁, −2·x₁)
+    >>> np.round(np.asarray(p, float), 3).tolist()
+    [[0.5, 0.5], [0.982, 0.018]]
+    >>> x, y = truth.sample(jax.random.key(0), 2000)
+    >>> x.shape, bool(np.allclose(x[y == 0].mean(axis=0), [1.0, 0.0], atol=0.15))
+    ((2000, 2), True)
+    """
 
     means: Any
     covariance: Any

@@ -39,6 +39,14 @@ class JaxClassifier:
     """A pure JAX classifier ``probability_fn(x (D,)) -> (K,)`` class probabilities.
 
     ``differentiable=False`` (piecewise-constant trees) restricts reconstruction to "rwmh".
+
+    Examples
+    --------
+    >>> classifier = JaxClassifier(lambda x: jax.nn.softmax(jnp.stack([x[0], -x[0]])), num_features=2, num_classes=2)
+    >>> np.round(np.asarray(classifier.probabilities(jnp.array([[0.0, 1.0], [1.0, 0.0]])), float), 3).tolist()
+    [[0.5, 0.5], [0.881, 0.119]]
+    >>> np.round(np.asarray(classifier.log_class_probabilities(jnp.zeros((2, 2))), float), 4).tolist()  # log p(k|x_k)
+    [-0.6931, -0.6931]
     """
 
     probability_fn: Callable[[Array], Array]
@@ -101,6 +109,19 @@ class BlackBoxClassifier:
     ----------
     num_calls
         How many times the sampler has called ``predict_proba`` through this object (host counter).
+
+    Examples
+    --------
+    >>> def predict_proba(rows):                                   # NumPy (n, 2) -> (n, 2) probabilities
+    ...     p = 1.0 / (1.0 + np.exp(-rows[:, 0]))
+    ...     return np.stack([1.0 - p, p], axis=1)
+    >>> classifier = BlackBoxClassifier(predict_proba, num_features=2, num_classes=2)
+    >>> classifier.probabilities(np.zeros((3, 2))).tolist(), classifier.num_calls
+    ([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]], 1)
+    >>> BlackBoxClassifier(lambda rows: 2.0 * predict_proba(rows), 2, 2)   # refused before anything compiles
+    Traceback (most recent call last):
+        ...
+    ValueError: predict_proba (black-box) returned rows that do not sum to 1 (within 0.0001): ...
     """
 
     differentiable = False
@@ -199,7 +220,20 @@ class BlackBoxClassifier:
 def original_errors(*classifiers: Any) -> Iterator[None]:
     """Re-raise what a :class:`BlackBoxClassifier`'s ``predict_proba`` raised inside the sampler's host
     callback with its own type (JAX reports any callback failure as a ``JaxRuntimeError``; that error is
-    chained as the cause). Wrap the sampling call: ``with original_errors(classifier): answer(...)``."""
+    chained as the cause). Wrap the sampling call: ``with original_errors(classifier): answer(...)``.
+
+    Examples
+    --------
+    >>> def predict_proba(rows):                                   # a black box that fails inside the sampler
+    ...     raise KeyError("no column 'age'")
+    >>> classifier = BlackBoxClassifier(predict_proba, 2, 2, validate=False)
+    >>> logdensity = jax.jit(jax.vmap(classifier.log_class_probabilities))   # chains × (K, D) → (K,)
+    >>> with original_errors(classifier):                     # without it: a JaxRuntimeError
+    ...     logdensity(jnp.zeros((4, 2, 2))).block_until_ready()
+    Traceback (most recent call last):
+        ...
+    KeyError: "no column 'age'"
+    """
     for classifier in classifiers:
         if isinstance(classifier, BlackBoxClassifier):
             classifier.failure = None
@@ -227,6 +261,16 @@ def as_classifier(model: Any, num_features: int | None = None, num_classes: int 
       ``predict_proba`` is called through the host callback. ``num_features`` / ``num_classes`` default to ``n_features_in_`` /
       ``len(classes_)``.
     * A plain callable ``x (D,) -> (K,)``: the pure JAX path; needs ``num_features``.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> model = LogisticRegression().fit([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [-1.0, 0.0]], [0, 0, 1, 1])
+    >>> classifier = as_classifier(model)                     # imported to JAX (from_sklearn): gradients
+    >>> type(classifier).__name__, classifier.name, classifier.differentiable
+    ('JaxClassifier', 'LogisticRegression', True)
+    >>> as_classifier(model, black_box=True)                  # its predict_proba through a host callback
+    BlackBoxClassifier(LogisticRegression, D=2, K=2)
     """
     from jaxprobe.models import ImportedModel, from_sklearn
 

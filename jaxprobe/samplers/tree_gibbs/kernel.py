@@ -28,7 +28,19 @@ class TreeGibbsState(NamedTuple):
     """One chain: ``position`` ``(B, d)``, each block's mixture ``component`` ``(B,)`` int32, and per ensemble
     the flat leaves ``(B, T)`` int32 every block's point reaches and its raw score ``(B, G)`` (kept up to
     date by the updates, so that an update touches only the trees that test its feature; the raw scores are
-    summed afresh from the leaves at the start of every sweep, so float rounding cannot accumulate)."""
+    summed afresh from the leaves at the start of every sweep, so float rounding cannot accumulate).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> from jaxprobe.samplers.tree_gibbs import target_from_question
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> state = init(target_from_question(question), jnp.array([[-1.0, 0.5]]))   # B = 1 block of d = 2
+    >>> state.position.shape, state.component.tolist(), np.asarray(state.raw[0]).tolist()   # the leaf says class 0
+    ((1, 2), [0], [[1.0, 0.0]])
+    """
 
     position: Array
     component: Array
@@ -39,14 +51,33 @@ class TreeGibbsState(NamedTuple):
 class TreeGibbsInfo(NamedTuple):
     """One sweep: ``num_fallback`` coordinate updates whose every interval had zero density (the chain was
     outside the support along that line; x_j was then drawn from its prior conditional alone), and
-    ``accepted``: the prior moves' acceptance, summed over the sweep's moves (mean over blocks each)."""
+    ``accepted``: the prior moves' acceptance, summed over the sweep's moves (mean over blocks each).
+
+    Examples
+    --------
+    >>> info = TreeGibbsInfo(num_fallback=jnp.int32(0), accepted=jnp.float32(2.5))   # as a kernel returns it
+    >>> int(info.num_fallback), float(info.accepted) / 6       # e.g. the mean acceptance of 6 prior moves
+    (0, 0.4166666666666667)
+    """
 
     num_fallback: Array
     accepted: Array
 
 
 def init(target: TreeGibbsTarget, position: Array) -> TreeGibbsState:
-    """The state of one chain at ``position`` ``(B, d)``; components start at 0 (redrawn by every sweep)."""
+    """The state of one chain at ``position`` ``(B, d)``; components start at 0 (redrawn by every sweep).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> from jaxprobe.samplers.tree_gibbs import target_from_question
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> state = init(target_from_question(question), jnp.array([[-1.0, 0.5]]))
+    >>> state.position.tolist(), [leaves.shape for leaves in state.leaves]   # per ensemble: (B, trees)
+    ([[-1.0, 0.5]], [(1, 1)])
+    """
     position = jnp.asarray(position)
     leaves = tuple(jax.vmap(ensemble.leaves)(position) for ensemble in target.ensembles)
     return TreeGibbsState(position, jnp.zeros((target.num_blocks,), jnp.int32), leaves,
@@ -74,7 +105,23 @@ def _component_logits(target: TreeGibbsTarget, x: Array, prior: int) -> Array:
 
 
 def check_prior_moves(target: TreeGibbsTarget, prior_moves: Any) -> tuple:
-    """``prior_moves`` as a tuple of floats in [0, 1), or a ValueError naming ``prior_moves``."""
+    """``prior_moves`` as a tuple of floats in [0, 1), or a ValueError naming ``prior_moves``.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> from jaxprobe.samplers.tree_gibbs import target_from_question
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> target = target_from_question(question)
+    >>> check_prior_moves(target, None), check_prior_moves(target, [0.5])    # None: the defaults
+    ((0.0, 0.3, 0.6, 0.8, 0.9, 0.95), (0.5,))
+    >>> check_prior_moves(target, [1.0])
+    Traceback (most recent call last):
+        ...
+    ValueError: prior_moves must be correlations in [0, 1), got (1.0,)
+    """
     if prior_moves is None:
         return target.default_prior_moves
     try:
@@ -119,6 +166,19 @@ def build_kernel(target: TreeGibbsTarget, scan: str = "systematic", prior_moves:
     the prior correlates (a ridge at correlation 0.99 takes ~100 sweeps to cross); these moves cross it in
     one step at the price of one full ensemble evaluation per block each. Every move leaves p invariant, so
     the sweep stays exact. Needs :attr:`TreeGibbsTarget.supports_prior_moves`.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> from jaxprobe.samplers.tree_gibbs import target_from_question
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> target = target_from_question(question)
+    >>> kernel = jax.jit(build_kernel(target, prior_moves=()))       # one pure Gibbs sweep of one chain
+    >>> state, info = kernel(jax.random.key(0), init(target, jnp.array([[-1.0, 0.5]])))
+    >>> bool(state.position[0, 0] > 0.0), int(info.num_fallback)    # x₀ drawn exactly: into the support at once
+    (True, 0)
     """
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")

@@ -154,6 +154,19 @@ def sample(
         :class:`TreeGibbsInfo`, kernel level), ``step_size`` NaN (none), ``num_nonfinite`` the
         sweeps per chain with a fallback update (a chain outside the support), ``sampler="tree_gibbs"``
         and the :class:`~jaxprobe.engine.verdict.Verdict`.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> samples = sample(jax.random.key(0), target_from_question(question), jnp.full((8, 1, 2), 0.5),
+    ...                  num_samples=50, num_warmup=10)          # C = 8 chains of B = 1 block
+    >>> samples.positions.shape, samples.sampler
+    ((8, 50, 2), 'tree_gibbs')
+    >>> bool(abs(samples.positions[..., 0].mean() - 0.798) < 0.1)   # x₀ given x₀ > 0: half-normal, mean √(2/π)
+    True
     """
     rng_key = canonicalize_key(rng_key)
     num_samples, num_warmup, thin, chunk_size, _ = check_settings(num_samples=num_samples, num_warmup=num_warmup,
@@ -228,7 +241,17 @@ def split_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the engine options handed to a front end with ``sampler="tree_gibbs"``: returns the keyword
     arguments of :func:`sample` (``thin``, ``chunk_size``, ``progress``, ``scan``, ``prior_moves``,
     ``convergence``); a ValueError names any option tree_gibbs has no use for (``step_size``, ``checkpoint``,
-    ...) that is set to something other than :func:`jaxprobe.sample`'s default."""
+    ...) that is set to something other than :func:`jaxprobe.sample`'s default.
+
+    Examples
+    --------
+    >>> split_options({"thin": 2, "sampler_options": {"scan": "random"}})
+    {'thin': 2, 'scan': 'random', 'prior_moves': None}
+    >>> split_options({"step_size": 0.1})
+    Traceback (most recent call last):
+        ...
+    ValueError: step_size: not used by sampler='tree_gibbs' (exact Gibbs sweeps: no step size, ...
+    """
     unknown = sorted(name for name, value in options.items()
                      if name not in _OPTIONS and not _is_engine_default(name, value))
     if unknown:
@@ -293,6 +316,18 @@ def sample_question(rng_key: PRNGKey, question: Any, *, num_chains: int, num_sam
     also ``numerics`` (checked, unused: exact Gibbs sweeps have no numerics to choose), ``observables``
     (functions of one x in data space, computed over the kept draws: ``samples.observables``) and
     ``keep_draws`` (False: the positions and log densities are dropped after the verdict and observables).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> samples = sample_question(jax.random.key(0), question, num_chains=8, num_samples=50, num_warmup=10)
+    >>> samples.positions.shape, bool(np.all(samples.positions[..., 0] > 0.0))   # every draw answers: class 1
+    ((8, 50, 2), True)
+    >>> bool(abs(samples.positions[..., 0].mean() - 0.798) < 0.1)   # half-normal x₀: mean √(2/π)
+    True
     """
     rng_key = canonicalize_key(rng_key)
     check_numerics(options.pop("numerics", None))
@@ -338,7 +373,19 @@ def _question_start(rng_key: PRNGKey, question: Any, target: TreeGibbsTarget, nu
 @dataclasses.dataclass(frozen=True)
 class TreeGibbs:
     """``sampler="tree_gibbs"`` as a :class:`~jaxprobe.engine.protocols.WholeRunSampler`: what ``generate``,
-    ``sweep``, ``reconstruct`` and configuration files call (``jaxprobe.samplers`` registers :data:`TREE_GIBBS`)."""
+    ``sweep``, ``reconstruct`` and configuration files call (``jaxprobe.samplers`` registers :data:`TREE_GIBBS`).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> TREE_GIBBS.name, TREE_GIBBS.supports(question)         # None: this question is of the tree form
+    ('tree_gibbs', None)
+    >>> TREE_GIBBS.supports(jaxprobe.Question(probes.localize(jnp.zeros(2)), 1.0, dim=2))   # why not
+    "probe: sampler='tree_gibbs' needs a probe built only from imported tree ensembles ..."
+    """
 
     name: str = NAME
     moves_into_support: bool = True  # a chain outside the support draws from the prior until it meets it

@@ -40,7 +40,15 @@ replacement (random scan; within each group of :attr:`TreeGibbsTarget.groups`)."
 
 def as_tree_ensemble(model: Any) -> Any:
     """The :class:`~jaxprobe.models.trees.TreeEnsembleModel` behind ``model`` (itself, an
-    :class:`~jaxprobe.models.ImportedModel` of trees or a reconstruction ``JaxClassifier`` of one), or None."""
+    :class:`~jaxprobe.models.ImportedModel` of trees or a reconstruction ``JaxClassifier`` of one), or None.
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> tree = jaxprobe.models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0], [1.0]], [0, 1]))
+    >>> as_tree_ensemble(tree), as_tree_ensemble(lambda x: x)      # an imported tree; a plain function
+    (TreeEnsembleModel(DecisionTreeClassifier, trees=1, max_nodes=3, max_depth=1, link='identity'), None)
+    """
     for candidate in (model, getattr(model, "fn", None), getattr(model, "probability_fn", None)):
         if isinstance(candidate, TreeEnsembleModel):
             return candidate
@@ -68,6 +76,13 @@ class PriorTable:
         ``(P,)`` bool: no density (uniform on the bounds).
     low, high
         ``(P, d)`` bounds (a UniformBox prior's box; ±inf where none).
+
+    Examples
+    --------
+    >>> uniform = jaxprobe.priors.UniformBox(-jnp.ones(2), jnp.ones(2))
+    >>> table = prior_table([jaxprobe.priors.StandardNormal(), uniform], 2)
+    >>> table.means.shape, table.flat.tolist(), table.low.tolist()   # P = 2 priors, M = 1 component, d = 2
+    ((2, 1, 2), [False, True], [[-inf, -inf], [-1.0, -1.0]])
     """
 
     log_weights: np.ndarray
@@ -112,7 +127,18 @@ def _one_prior(prior: Any, dim: int, what: str) -> GaussianMixtureForm:
 
 def prior_table(priors: Sequence[Any], dim: int, what: str = "prior") -> PriorTable:
     """Stack ``priors`` (each None or a :class:`~jaxprobe.priors.MixtureFormPrior`) into one :class:`PriorTable`;
-    a ``ValueError`` naming ``what`` for any other prior."""
+    a ``ValueError`` naming ``what`` for any other prior.
+
+    Examples
+    --------
+    >>> table = prior_table([jaxprobe.priors.StandardNormal(), None], 2)     # None: flat
+    >>> table.precisions[0, 0].tolist(), table.flat.tolist(), table.num_components
+    ([[1.0, 0.0], [0.0, 1.0]], [False, True], 1)
+    >>> prior_table([lambda x: -x @ x], 2)                   # a log density without mixture_form
+    Traceback (most recent call last):
+        ...
+    ValueError: prior: sampler='tree_gibbs' needs a prior whose conditionals it can draw exactly, ...
+    """
     parts = [_one_prior(prior, dim, what) for prior in priors]
     num_components = max(part.means.shape[0] for part in parts)
     shared = all(part.precisions.shape[0] == 1 for part in parts)
@@ -190,6 +216,18 @@ class TreeGibbsTarget:
     Derived on construction: ``free_indices`` and ``groups`` (:class:`FeatureGroup`: the free features in
     at most :data:`MAX_GROUPS` groups of similar interval and tree counts, so that an update pads the
     ensemble evaluation to its group's largest counts rather than the largest overall).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> target = target_from_question(question)
+    >>> target                                                # one split, at x₀ = 0: 2 + 1 intervals per sweep
+    TreeGibbsTarget(fixed_label[cross_entropy], blocks=1, dim=2, free=2, thresholds=1, evaluations/sweep=3)
+    >>> target.thresholds[0].tolist(), target.threshold_counts.tolist(), target.supports_prior_moves
+    ([0.0], [1, 0], True)
     """
 
     ensembles: tuple
@@ -279,7 +317,17 @@ MAX_GROUPS = 4
 class FeatureGroup(NamedTuple):
     """Free features whose updates share one padding of the ensemble evaluation: ``features`` ``(n,)`` int32
     (ascending), the intervals evaluated per update (the largest ``m_j + 1`` in the group) and, per ensemble,
-    the trees walked per interval (the largest count of trees testing a feature of the group)."""
+    the trees walked per interval (the largest count of trees testing a feature of the group).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> [(group.features.tolist(), group.num_intervals) for group in target_from_question(question).groups]
+    [([1], 1), ([0], 2)]
+    """
 
     features: np.ndarray
     num_intervals: int
@@ -370,6 +418,20 @@ def target_from_question(question: Any) -> TreeGibbsTarget:
     ``fixed_label`` with ``param_dist``, a plain function, a differentiable model), ``prior`` (not one of
     those listed in the module notes; with no prior every free feature needs finite bounds),
     ``constraints`` (OneHot groups), ``temperature`` (traced).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe import models, priors, probes
+    >>> tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    >>> question = jaxprobe.Question(probes.fixed_label(tree, 1), 1.0, priors.StandardNormal(), dim=2)  # class 1: x₀>0
+    >>> target = target_from_question(question)
+    >>> target.num_blocks, target.evaluations_per_sweep
+    (1, 3)
+    >>> target_from_question(jaxprobe.Question(probes.localize(jnp.zeros(2)), 1.0, dim=2))   # not of the tree form
+    Traceback (most recent call last):
+        ...
+    ValueError: probe: sampler='tree_gibbs' needs a probe built only from imported tree ensembles ...
     """
     probe, dim = question.probe, question.dim
     if probe.models is None or probe.head is None:
@@ -417,6 +479,18 @@ def reconstruction_target(question: Any, classifiers: Sequence[Any], priors: Seq
     ``G_b(x) = −log p_s(k | x)``; positions ``(S·K, d)`` in feature units (no whitening). ``question`` is the
     reconstruction's :class:`jaxprobe.Question` (with identity whitening), whose log density is reported.
     A ValueError names ``model`` (not a tree ensemble) or ``prior`` (unsupported).
+
+    Examples
+    --------
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> from jaxprobe.reconstruct import as_classifier
+    >>> from jaxprobe.reconstruct.posterior import reconstruction_question
+    >>> model = as_classifier(jaxprobe.models.from_sklearn(
+    ...     DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1])))
+    >>> prior = jaxprobe.priors.DiagonalGaussian(jnp.zeros(2), jnp.ones(2))
+    >>> question = reconstruction_question([(model, prior, np.zeros(2), np.eye(2))], 1.0)   # identity whitening
+    >>> reconstruction_target(question, [model], [prior], num_classes=2, dim=2).num_blocks   # S·K blocks
+    2
     """
     ensembles, slots = _check_ensembles(classifiers, dim, "model")
     tau = _check_temperature(question.temperature)
