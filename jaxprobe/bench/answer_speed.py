@@ -59,6 +59,7 @@ import numpy as np  # noqa: E402
 from jaxprobe.bench import results_dir  # noqa: E402
 import jaxprobe  # noqa: E402
 from jaxprobe.bench import throughput  # noqa: E402  (timing protocol, machine and versions helpers)
+from jaxprobe.benchmark.targets import mlp_probe  # noqa: E402  (the benchmarks' one target model)
 from jaxprobe import engine  # noqa: E402
 from jaxprobe.engine import api, core, streaming  # noqa: E402
 from jaxprobe.bench.throughput import Candidate, log, median_paired_ratio, time_interleaved, write_atomically  # noqa: E402
@@ -166,9 +167,9 @@ PROGRESS = Progress(None, {})
 
 
 def make_target(dim: int = DIM, seed: int = 0) -> tuple[Callable, Callable]:
-    """``(probe, logdensity)`` of the d-input MLP probe (:func:`jaxprobe.bench.throughput.mlp_probe`),
+    """``(probe, logdensity)`` of the d-input MLP probe (:func:`jaxprobe.benchmark.targets.mlp_probe`),
     ``jaxprobe.gibbs(G, τ, N(0, I))``."""
-    _, probe, G = throughput.mlp_probe(dim, HIDDEN, seed)
+    _, probe, G = mlp_probe(dim, HIDDEN, seed)
     return probe, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
 

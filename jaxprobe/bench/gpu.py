@@ -57,7 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.bench import results_dir
-from jaxprobe.bench.throughput import mlp_probe
+from jaxprobe.benchmark.compare import limit_step
+from jaxprobe.benchmark.report import library_versions, machine
+from jaxprobe.benchmark.targets import mlp_probe
 import jaxprobe
 from jaxprobe._io import atomic_write
 from jaxprobe.engine import core
@@ -103,6 +105,13 @@ TINY = Config(chains=(4,), smc_chains=(4,), steps={"limit": 10, "mala": 10, "che
               sweep_warmup=0, sweep_samples=10, time_budget=50.0)
 
 
+def machine_text() -> str:
+    """The machine in one line, from :func:`jaxprobe.benchmark.report.machine` (the one record of it)."""
+    record = machine()
+    model = record["cpu_model"] if record["cpu_model"] != "unknown" else (record["processor"] or platform.machine())
+    return f"{model}, {record['cpu_count']} CPU cores, {record['platform']}"
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -111,7 +120,8 @@ def log(message: str) -> None:
 
 
 def make_target(seed: int = 0):
-    """``(probe, G, logdensity)`` of one ``(D,)`` position: :func:`jaxprobe.bench.throughput.mlp_probe` at d = ``DIM``."""
+    """``(probe, G, logdensity)`` of one ``(D,)`` position: :func:`jaxprobe.benchmark.targets.mlp_probe` at
+    d = ``DIM``."""
     _, probe, G = mlp_probe(DIM, HIDDEN, seed)
     return probe, G, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
@@ -183,18 +193,13 @@ class Row:
 
 
 def limit_row(logdensity, num_chains, steps, x0):
-    value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
-    noise_scale = math.sqrt(2.0 * STEP_SIZE)
+    """The limit (:func:`jaxprobe.benchmark.compare.limit_step`, the one every harness times) as a Row: ``steps``
+    of it per call, its step counter carried so that every call draws new noise."""
+    limit = limit_step(logdensity, num_chains, DIM, STEP_SIZE)
 
     def advance(state):
         key, x, t0 = state
-
-        def step(x, t):
-            _, grad = value_and_grad(x)
-            noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * DIM,)).reshape(num_chains, DIM)
-            return x + STEP_SIZE * grad + noise_scale * noise, None
-
-        x, _ = jax.lax.scan(step, x, t0 + jnp.arange(steps))
+        x, _ = jax.lax.scan(lambda x, t: (limit(key, x, t), None), x, t0 + jnp.arange(steps))
         return key, x, t0 + steps
 
     return Row("limit", num_chains, steps, advance, (jax.random.key(2), x0, jnp.zeros((), jnp.int32)),
@@ -635,7 +640,7 @@ def main(argv=None) -> dict:
         "command": "python -m jaxprobe.bench.gpu" + (" " + " ".join(argv) if argv else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": kind, "platform": device.platform, "device_count": jax.device_count(), "numerics": numerics,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}",
+        "machine": machine_text(), "versions": library_versions(),
         "jax": jax.__version__, "jaxprobe": jaxprobe.__version__, "tiny": args.tiny,
         "config": dataclasses.asdict(config), "target": {"dim": DIM, "hidden": HIDDEN, "temperature": TEMPERATURE,
                                                          "step_size": STEP_SIZE},

@@ -24,6 +24,16 @@ Sections
 3. ESS per second and per gradient evaluation of the adaptive samplers
    (``jaxprobe.sample``) against NumPyro NUTS, for ``x[0]`` and the probe output f(x).
 
+One way to time a sampler: the limit is :func:`jaxprobe.benchmark.compare.limit_step` (the one
+``jaxprobe.benchmark.compare`` times), the target is :func:`jaxprobe.benchmark.targets.mlp_probe`,
+NumPyro's NUTS kernel runs through ``jaxprobe.benchmark``'s own harness
+(:class:`~jaxprobe.benchmark.samplers.NumPyroNUTS` by :func:`~jaxprobe.benchmark.compare.run_program`),
+ESS is jaxprobe's rank-normalized estimator (:func:`jaxprobe.engine.diagnostics.rank_diagnostics`), and
+the machine and versions come from :mod:`jaxprobe.benchmark.report`. What stays here is what
+``jaxprobe.benchmark`` does not measure: interleaved min-of-repetitions timing of fixed-step-size
+programs side by side, the diagnostic rows, eager PyTorch, NumPyro's ``MCMC.run`` and
+``jaxprobe.sample`` end to end (host copies included).
+
 Timing protocol: all candidates of one C are built and compiled first, then
 called in interleaved loops (the order rotates every repetition) and the
 minimum over repetitions is kept, because the machine is shared and noisy:
@@ -51,7 +61,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -60,8 +69,14 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxprobe
+from jaxprobe._io import atomic_write
+from jaxprobe.benchmark.compare import limit_step, run_program  # the one limit and harness every script times
+from jaxprobe.benchmark.samplers import NumPyroNUTS
+from jaxprobe.benchmark.report import library_versions
+from jaxprobe.benchmark.report import machine as report_machine
 from jaxprobe.benchmark.targets import mlp_probe  # the benchmarks' one target model (a fixed random MLP)
 from jaxprobe.engine import core, kernels
+from jaxprobe.engine.diagnostics import rank_diagnostics
 
 # ------------------------------------------------------------------ configuration
 
@@ -218,7 +233,8 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
 
 
 def build_limit(logdensity, x0, step_size, jaxprobe_generator: bool = False):
-    """The limit: one vmapped value_and_grad per chain per step + the unadjusted Langevin update.
+    """The limit: :func:`jaxprobe.benchmark.compare.limit_step` (the one definition ``jaxprobe.benchmark``
+    times too: one vmapped value_and_grad per chain per step + the unadjusted Langevin update) in a jitted scan.
 
     Its noise is ``jax.random.normal`` (as the issue defines the limit), whose Threefry
     JAX lowers on CPU as a rolled loop. ``jaxprobe_generator=True`` is a diagnostic row:
@@ -227,22 +243,12 @@ def build_limit(logdensity, x0, step_size, jaxprobe_generator: bool = False):
     can see how much of jaxprobe's ratio comes from the cheaper generator.
     """
     num_chains, dim = x0.shape
-    value_and_grad = jax.vmap(jax.value_and_grad(logdensity))
-    noise_scale = math.sqrt(2.0 * step_size)
+    limit = limit_step(logdensity, num_chains, dim, step_size, "jaxprobe" if jaxprobe_generator else "jax")
 
     def build(steps):
         @jax.jit
         def run(key, x):
-            def step(x, t):
-                _, grad = value_and_grad(x)
-                if jaxprobe_generator:
-                    noise, _ = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
-                else:
-                    # One flat batched normal call per step (about 1.5x cheaper than a shaped one on CPU).
-                    noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
-                return x + step_size * grad + noise_scale * noise, None
-
-            x, _ = jax.lax.scan(step, x, jnp.arange(steps))
+            x, _ = jax.lax.scan(lambda x, t: (limit(key, x, t), None), x, jnp.arange(steps))
             return x
 
         key = jax.random.key(2)
@@ -749,11 +755,12 @@ def throughput_section(config: Config, weights: dict[str, np.ndarray], logdensit
 
 
 def ess_of(positions: np.ndarray, probe) -> tuple[float, float]:
-    """Bulk ESS (BlackJAX) of x[0] and of the probe output f(x), positions ``(C, N, D)``."""
-    from blackjax.diagnostics import ess_bulk
-
-    outputs = jax.jit(jax.vmap(jax.vmap(probe)))(jnp.asarray(positions))
-    return float(ess_bulk(jnp.asarray(positions[:, :, 0]))), float(ess_bulk(outputs))
+    """Bulk ESS of x[0] and of the probe output f(x), positions ``(C, N, D)``: rank-normalized split-chain ESS
+    (:func:`jaxprobe.engine.diagnostics.rank_diagnostics`, the estimator ``jaxprobe.benchmark`` reports)."""
+    outputs = np.asarray(jax.jit(jax.vmap(jax.vmap(probe)))(jnp.asarray(positions)), np.float64)
+    quantities = np.stack([np.asarray(positions[:, :, 0], np.float64), outputs], axis=-1)  # (C, N, 2)
+    ess = rank_diagnostics(quantities[None]).ess_bulk[0]
+    return float(ess[0]), float(ess[1])
 
 
 def ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
@@ -801,47 +808,25 @@ def ess_numpyro_nuts(num_chains, config, logdensity, probe, counter) -> dict[str
 
 
 def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
-    """NumPyro's NUTS kernel (batched ``init``, vmapped ``sample``) in our own jitted scan, called twice.
+    """NumPyro's NUTS kernel timed by ``jaxprobe.benchmark``'s harness: :class:`~jaxprobe.benchmark.samplers.
+    NumPyroNUTS` (NumPyro's own warmup of step size and diagonal mass matrix, per chain, vmapped) run by
+    :func:`~jaxprobe.benchmark.compare.run_program`, compiled once and then timed (one seed).
 
-    The same algorithm as ``MCMC.run(chain_method="vectorized")`` — NumPyro's
-    kernel adapts step size and diagonal mass matrix inside ``sample`` during the
-    first ``num_warmup`` iterations — but compiled once, so the timed second call
-    measures sampling alone: the fairest NumPyro NUTS timing we can make.
+    The same algorithm as ``MCMC.run(chain_method="vectorized")`` but compiled once, so the timed call measures
+    sampling alone: the fairest NumPyro NUTS timing we can make. ``first_call_s`` is compile + run,
+    ``second_call_compilations`` 0 by construction; ``step_size`` None (the harness keeps no sampler state).
     """
-    from numpyro.infer import NUTS
-
+    del counter  # compiled ahead of time: nothing recompiles in the timed call
     x0 = initial_positions(num_chains)
-    warmup, draws = config.ess_warmup, config.ess_samples
-
-    @jax.jit
-    def run(key):
-        # A fresh kernel per trace: a second batched init on the same object would wrap sample in vmap again.
-        nuts = NUTS(potential_fn=numpyro_potential(logdensity))
-        state = nuts.init(jax.random.split(key, num_chains), num_warmup=warmup, init_params=x0, model_args=(),
-                          model_kwargs={})
-        step = lambda state, _: (nuts.sample(state, (), {}), None)
-        state, _ = jax.lax.scan(step, state, None, length=warmup)
-
-        def draw(state, _):
-            state = nuts.sample(state, (), {})
-            return state, (state.z, state.num_steps, state.accept_prob)
-
-        state, (z, num_steps, accept_prob) = jax.lax.scan(draw, state, None, length=draws)
-        return jnp.swapaxes(z, 0, 1), num_steps, accept_prob, state.adapt_state.step_size
-
-    walls = []
-    for call in range(2):
-        before = counter.snapshot()
-        start = time.perf_counter()
-        z, num_steps, accept_prob, step_size = run(jax.random.PRNGKey(30 + call))
-        positions = np.asarray(z)  # (C, N, D), copied to the host like the other rows
-        walls.append(time.perf_counter() - start)
-        compilations = counter.snapshot()[0] - before[0]
+    program = NumPyroNUTS().program(logdensity, DIM, config.ess_warmup)
+    out, compile_s, wall_s = run_program(program, jax.random.key(30)[None], x0[None], config.ess_samples,
+                                         num_chains)
+    positions = np.swapaxes(out["draws"][0], 0, 1)  # (N, C, D) -> (C, N, D)
     ess_x0, ess_f = ess_of(positions, probe)
-    return {"name": "numpyro nuts kernel (jitted scan)", "num_chains": num_chains, "first_call_s": walls[0],
-            "wall_s": walls[1], "second_call_compilations": compilations,
-            "gradient_evaluations": int(np.sum(num_steps)), "acceptance_rate": float(np.mean(accept_prob)),
-            "step_size": float(np.mean(step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
+    return {"name": "numpyro nuts kernel (jitted scan)", "num_chains": num_chains, "first_call_s": compile_s + wall_s,
+            "wall_s": wall_s, "second_call_compilations": 0,
+            "gradient_evaluations": int(np.sum(out["gradients"])), "acceptance_rate": float(np.mean(out["acceptance"])),
+            "step_size": None, "ess_x0": ess_x0, "ess_f": ess_f}
 
 
 def ess_section(config: Config, logdensity, probe, counter: CompileCounter) -> dict[str, Any]:
@@ -893,24 +878,15 @@ def chees_targets(rows: list[dict[str, Any]], config: Config) -> list[dict[str, 
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "jaxprobe": jaxprobe.__version__}
-    for name in ("jax", "jaxlib", "blackjax", "numpyro", "torch", "numpy"):
-        try:
-            out[name] = __import__(name).__version__
-        except Exception:  # noqa: BLE001
-            out[name] = "not installed"
-    return out
+    """The libraries this script compares (:func:`jaxprobe.benchmark.report.library_versions`), "not installed"
+    for a missing one, and Python's version."""
+    found = library_versions(("jaxprobe", "jax", "jaxlib", "blackjax", "numpyro", "torch", "numpy"))
+    return {"python": platform.python_version()} | {name: version or "not installed" for name, version in found.items()}
 
 
 def machine() -> dict[str, Any]:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as stream:
-            model = next((line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return {"cpu_model": model, "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "jax_devices": [str(device) for device in jax.devices()]}
+    """:func:`jaxprobe.benchmark.report.machine`: the one record of the machine every benchmark writes."""
+    return report_machine()
 
 
 def _system_busy_seconds() -> float | None:
@@ -1078,7 +1054,8 @@ def markdown(results: dict[str, Any]) -> str:
                   "the 1-thread row shows the stable figure. NumPyro `MCMC.run` "
                   "builds and compiles its program on every call, so its row is one second call, compile included.", ""]
     ess = results["ess"]
-    lines += [f"## 3. ESS (bulk, BlackJAX) — {ess['num_warmup']} warmup + {ess['num_samples']} draws per chain", "",
+    lines += [f"## 3. ESS (bulk, rank-normalized: jaxprobe.engine.diagnostics) — {ess['num_warmup']} warmup + "
+              f"{ess['num_samples']} draws per chain", "",
               "Wall = a second call of the whole run (warmup + sampling + copy to host). Grad evals: sampling phase "
               "only. Last four columns: ESS/s relative to NumPyro NUTS `MCMC.run` (recompiles on every call) and "
               "to NumPyro's NUTS kernel in a jitted scan (compiled once).", "",
@@ -1104,18 +1081,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp creates 0600
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    """Write ``text`` to ``path`` atomically: :func:`jaxprobe._io.atomic_write` (the one way; kept under this
+    name for the scripts that import it)."""
+    atomic_write(path, lambda stream: stream.write(text), binary=False)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -27,7 +27,17 @@ def _counts(text: str) -> list[int]:
 
 def run(arguments: argparse.Namespace) -> tuple[int, str]:
     """Run the comparison the arguments describe and save its report (an interrupted one too) in ``--out``.
-    Returns ``(exit status: 0, or 130 when interrupted, markdown table)``."""
+    Returns ``(exit status: 0, or 130 when interrupted, markdown table)``.
+
+    Examples
+    --------
+    >>> arguments = argparse.Namespace(samplers="mala", targets="banana", chains="4,lots", warmup=20,
+    ...                                samples=40, seeds=1, key=0, quiet=True, no_plot=True, out="results")
+    >>> run(arguments)                  # as `jaxprobe benchmark ... --chains 4,lots`: refused before anything runs
+    Traceback (most recent call last):
+    ...
+    ValueError: --chains must be comma-separated ints >= 1, e.g. 64,4096, got '4,lots'
+    """
     samplers = {name: name for name in _names(arguments.samplers, "samplers")}
     targets = _names(arguments.targets, "targets")
     report = compare(samplers, targets if targets != ["all"] else "all", num_chains=_counts(arguments.chains),

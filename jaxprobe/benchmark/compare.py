@@ -5,6 +5,12 @@ Program` vmapped over the seeds: seed ``s`` draws its starting points and its ke
 same for every sampler (paired comparisons: same keys, same starts). It is compiled first (``compile_seconds``),
 then timed once (``wall_seconds``); the limit (:func:`limit_chain_steps_per_second`) is timed for the same
 target and the same number of chains in one batch (seeds × chains). Statistics: :mod:`jaxprobe.benchmark.measure`.
+
+Many devices: the starting points' chain axis is split over every device JAX sees, as the engine splits it
+(:func:`jaxprobe.engine.api.chain_sharding`: the largest device count that divides the chain count), and the
+compiled program runs partitioned (the row's ``num_devices``). On CPU with the reproducible numerics the rows equal
+the one-device rows (tested on 4 forced host devices); with the fast numerics (GPU) they need not be
+bit-identical, only draws of the same law.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe.benchmark import measure
@@ -25,10 +32,12 @@ from jaxprobe.benchmark.report import Report, environment
 from jaxprobe.benchmark.samplers import MakeError, Program, resolve
 from jaxprobe.benchmark.targets import get_target
 from jaxprobe.benchmark.targets import targets as builtin_targets
+from jaxprobe.engine import kernels
+from jaxprobe.engine.api import chain_sharding
 from jaxprobe.engine.core import canonicalize_key
 from jaxprobe.engine.verdict import assess, default_thresholds
 
-__all__ = ["compare", "judge_row", "limit_chain_steps_per_second", "run_program"]
+__all__ = ["compare", "judge_row", "limit_chain_steps_per_second", "limit_step", "run_program"]
 
 #: Step size of the limit's unadjusted Langevin update (its value does not change the cost of a step).
 LIMIT_STEP_SIZE = 1e-3
@@ -108,11 +117,20 @@ def _initial_positions(target: Any, key: jax.Array, seeds: int, num_chains: int)
     return jnp.stack(starts)
 
 
+def _chain_placement(num_chains: int) -> NamedSharding:
+    """How ``(S, C, D)`` starting points are placed: the chain axis split over every device as the engine
+    splits it (:func:`jaxprobe.engine.api.chain_sharding`: the largest device count that divides C), seeds and
+    coordinates not split."""
+    sharding = chain_sharding(num_chains)
+    return NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
+
+
 def _seed_program(program: Program, num_samples: int, keep: int) -> Callable:
     """One seed's run: warmup, then ``num_samples`` steps, keeping the draws of the first ``keep`` chains."""
     def run(key, x0):
         warm_key, run_key = jax.random.split(jax.random.split(key)[1])
         state, warm_gradients = program.warmup(warm_key, x0)
+        adapted = jnp.array(True) if program.adapted is None else program.adapted(state)
         num_chains = x0.shape[0]
         zeros = jnp.zeros((num_chains,), jnp.float32)
         sums0 = (zeros, jnp.zeros((num_chains,), jnp.int32), jnp.zeros((num_chains,), jnp.int32),
@@ -130,7 +148,7 @@ def _seed_program(program: Program, num_samples: int, keep: int) -> Callable:
         acceptance, divergent, gradients, finite = sums
         return {"draws": draws, "logdensity": logdensity, "acceptance": acceptance / num_samples,
                 "divergent": divergent, "gradients": gradients, "warmup_gradients": warm_gradients,
-                "finite": finite}
+                "finite": finite, "adapted": adapted}
 
     return run
 
@@ -138,7 +156,17 @@ def _seed_program(program: Program, num_samples: int, keep: int) -> Callable:
 def run_program(program: Program, keys: jax.Array, x0: jax.Array, num_samples: int, keep: int
                 ) -> tuple[dict[str, np.ndarray], float, float]:
     """Compile and run ``program`` on all seeds at once (vmapped); ``keys`` ``(S,)``, ``x0`` ``(S, C, D)``.
-    Returns ``(outputs as NumPy, compile seconds, wall seconds)``; draws ``(S, N, keep, D)``."""
+    Returns ``(outputs as NumPy, compile seconds, wall seconds)``; draws ``(S, N, keep, D)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.benchmark.samplers import resolve
+    >>> program = resolve("mala", "mala").program(lambda x: -0.5 * jnp.sum(x ** 2), 2, 10)   # 10 warmup steps
+    >>> keys = jax.random.split(jax.random.key(0), 2)                                     # 2 seeds
+    >>> out, compile_seconds, wall_seconds = run_program(program, keys, jnp.zeros((2, 4, 2)), 20, keep=4)
+    >>> out["draws"].shape, out["gradients"].tolist()         # one gradient per MALA step: 20 per chain
+    ((2, 20, 4, 2), [[20, 20, 20, 20], [20, 20, 20, 20]])
+    """
     function = jax.jit(jax.vmap(_seed_program(program, num_samples, keep)))
     start = time.perf_counter()
     compiled = function.lower(keys, x0).compile()
@@ -149,22 +177,59 @@ def run_program(program: Program, keys: jax.Array, x0: jax.Array, num_samples: i
     return jax.tree.map(np.asarray, out), compile_seconds, wall_seconds
 
 
-def limit_chain_steps_per_second(logdensity_fn: Callable, x0: jax.Array) -> float:
-    """The limit for these chains ``x0`` ``(C, D)``: a jitted scan of one vmapped ``value_and_grad`` and an
-    unadjusted Langevin update per chain per step; chain-steps per second, best of three calls of about
-    ``LIMIT_SECONDS`` each."""
+def limit_step(logdensity_fn: Callable, num_chains: int, dim: int, step_size: float = LIMIT_STEP_SIZE,
+               generator: str = "jax") -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
+    """One step of the limit, the one definition every harness times (``compare``'s rows and the
+    ``jaxprobe bench`` throughput scripts): ``step(key, x (C, D), t) -> x``, one vmapped ``value_and_grad`` and
+    an unadjusted Langevin update ``x + ε ∇log p(x) + √(2ε) ξ`` per chain, ξ drawn from ``fold_in(key, t)``.
+
+    ``generator="jax"``: ξ from ``jax.random.normal``, one flat batched call (about 1.5× cheaper than a shaped one
+    on CPU); ``"jaxprobe"``: from jaxprobe's generator (:func:`jaxprobe.engine.kernels.normal_and_uniform`, the
+    one jaxprobe's MALA draws with; a diagnostic of how much a cheaper generator buys). The step size does not
+    change the cost of a step. Wrap it in a jitted ``lax.scan`` to time it.
+
+    Examples
+    --------
+    >>> step = limit_step(lambda x: -0.5 * jnp.sum(x ** 2), num_chains=4, dim=2, step_size=0.1)
+    >>> x = step(jax.random.key(0), jnp.ones((4, 2)), 0)                   # one step of 4 chains
+    >>> x.shape, bool(jnp.all(jnp.isfinite(x)))
+    ((4, 2), True)
+    """
+    num_chains, dim = check_int(num_chains, "num_chains", minimum=1), check_int(dim, "dim", minimum=1)
+    step_size = check_number(step_size, "step_size", minimum=0.0)
+    if generator not in ("jax", "jaxprobe"):
+        raise ValueError(f"generator must be 'jax' or 'jaxprobe', got {generator!r}")
     value_and_grad = jax.vmap(jax.value_and_grad(logdensity_fn))
+    noise_scale = math.sqrt(2.0 * step_size)
+
+    def step(key: jax.Array, x: jax.Array, t: jax.Array) -> jax.Array:
+        _, grad = value_and_grad(x)
+        if generator == "jaxprobe":
+            noise, _ = kernels.normal_and_uniform(jax.random.fold_in(key, t), num_chains, dim, x.dtype)
+        else:
+            noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
+        return x + step_size * grad + noise_scale * noise
+
+    return step
+
+
+def limit_chain_steps_per_second(logdensity_fn: Callable, x0: jax.Array) -> float:
+    """The limit for these chains ``x0`` ``(C, D)``: a jitted scan of :func:`limit_step` (one vmapped
+    ``value_and_grad`` and an unadjusted Langevin update per chain per step); chain-steps per second, best of
+    three calls of about ``LIMIT_SECONDS`` each.
+
+    Examples
+    --------
+    >>> rate = limit_chain_steps_per_second(lambda x: -0.5 * jnp.sum(x ** 2), jnp.zeros((8, 2)))
+    >>> bool(rate > 1e3)                                         # chain-steps per second of 8 chains, 2-D
+    True
+    """
     num_chains, dim = x0.shape
-    noise_scale = math.sqrt(2.0 * LIMIT_STEP_SIZE)
+    step = limit_step(logdensity_fn, num_chains, dim)
 
     @jax.jit
     def run(key, x, steps_array):
-        def step(x, t):
-            _, grad = value_and_grad(x)
-            noise = jax.random.normal(jax.random.fold_in(key, t), (num_chains * dim,)).reshape(num_chains, dim)
-            return x + LIMIT_STEP_SIZE * grad + noise_scale * noise, None
-
-        return jax.lax.scan(step, x, steps_array)[0]
+        return jax.lax.scan(lambda x, t: (step(key, x, t), None), x, steps_array)[0]
 
     def timed(steps: int) -> float:
         steps_array = jnp.arange(steps)
@@ -228,9 +293,12 @@ def _measured_row(row: dict[str, Any], target: Any, out: dict[str, np.ndarray], 
     seeds, num_samples, _, _ = out["draws"].shape
     num_chains, num_warmup = row["num_chains"], row["num_warmup"]
     wall = timing["wall"]
+    adapted = np.asarray(out["adapted"], bool)
     finite = out["finite"].all(axis=1) & np.isfinite(out["draws"]).all(axis=(1, 2, 3))
-    good = np.nonzero(finite)[0]
-    if good.size < seeds:
+    good = np.nonzero(finite & adapted)[0]
+    if not adapted.all():
+        row["failure"] = f"adaptation returned non-finite parameters in {seeds - int(adapted.sum())} of {seeds} seeds"
+    elif good.size < seeds:
         row["failure"] = f"non-finite positions in {seeds - good.size} of {seeds} seeds"
     sampling_gradients = out["gradients"].sum(axis=1).astype(np.float64)
     total_gradients = float(sampling_gradients.sum() + out["warmup_gradients"].sum())
@@ -270,7 +338,17 @@ def _measured_row(row: dict[str, Any], target: Any, out: dict[str, np.ndarray], 
 def judge_row(stats: dict[str, np.ndarray], seeds: int) -> dict[str, Any]:
     """A row's bias and poor-run fields from its seeds' judgement (:func:`jaxprobe.benchmark.measure.judge_seeds`:
     ``judged``, ``biased``, ``poor`` ``(S',)`` and ``z_mean``, ``z_var`` ``(S', D)`` of the S' of ``seeds`` seeds
-    that finished; the others count as poor): the z's of the judged seeds pooled (Σz/√S) against the threshold."""
+    that finished; the others count as poor): the z's of the judged seeds pooled (Σz/√S) against the threshold.
+
+    Examples
+    --------
+    >>> stats = {"judged": np.array([True, True]), "biased": np.array([False, False]),
+    ...          "poor": np.array([False, False]), "z_mean": np.array([[0.5, -0.2], [0.1, 0.3]]),
+    ...          "z_var": np.array([[1.0, 0.0], [-1.0, 0.2]])}
+    >>> row = judge_row(stats, seeds=3)                   # the third seed did not finish: it counts as poor
+    >>> round(row["max_abs_z"], 3), row["biased"], row["poor_runs"]
+    (0.424, False, 1)
+    """
     z = np.concatenate([np.asarray(stats["z_mean"], np.float64), np.asarray(stats["z_var"], np.float64)],
                        axis=1)[np.asarray(stats["judged"], bool)]
     checked = ~np.isnan(z[0]) if len(z) else np.zeros(0, bool)
@@ -312,14 +390,17 @@ def _one_run(name: str, sampler: Any, target: Any, num_chains: int, settings: di
     min_ess = settings["min_ess"] if settings["min_ess"] is not None else default_thresholds(num_chains)[1]
     try:
         seeds, key = settings["seeds"], settings["key"]
-        x0 = _initial_positions(target, key, seeds, num_chains)
+        placement = _chain_placement(num_chains)
+        x0 = jax.device_put(_initial_positions(target, key, seeds, num_chains), placement)
+        row["num_devices"] = int(placement.mesh.size)
         keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(seeds))
         program = sampler.program(target.logdensity_fn, target.dim, settings["num_warmup"])
         keep = min(num_chains, settings["keep_chains"])
         out, compile_seconds, wall_seconds = run_program(program, keys, x0, settings["num_samples"], keep)
         limit_key = (id(target), seeds * num_chains)
         if limit_key not in limits:
-            limits[limit_key] = limit_chain_steps_per_second(target.logdensity_fn, x0.reshape(-1, target.dim))
+            flat = jax.device_put(x0.reshape(-1, target.dim), chain_sharding(seeds * num_chains))
+            limits[limit_key] = limit_chain_steps_per_second(target.logdensity_fn, flat)
         timing = {"compile": compile_seconds, "wall": wall_seconds, "limit": limits[limit_key]}
         return _measured_row(row, target, out, timing, min_ess, row["family"])
     except MakeError:
@@ -373,6 +454,16 @@ def compare(samplers: Mapping[str, Any], targets: Any, *, num_chains: int | Sequ
     TypeError, ValueError
         Before anything runs: an unknown sampler or target name (the message lists the accepted ones), a
         target's truth of the wrong shape, a ``make`` that does not return a BlackJAX ``SamplingAlgorithm``.
+
+    Examples
+    --------
+    >>> from jaxprobe.benchmark import Target
+    >>> target = Target("normal", lambda x: -0.5 * jnp.sum(x ** 2), 2, mean=np.zeros(2), var=np.ones(2))
+    >>> report = compare({"mala": "mala"}, [target], num_chains=4, num_warmup=50, num_samples=100, seeds=2,
+    ...                  key=0, progress=False)
+    >>> row = report.row("mala", "normal")
+    >>> row["failure"], row["biased"], row["num_devices"], bool(row["ess_bulk"] > 50)
+    (None, False, 1, True)
     """
     resolved = _samplers(samplers)
     target_list = _targets(targets)
@@ -385,7 +476,7 @@ def compare(samplers: Mapping[str, Any], targets: Any, *, num_chains: int | Sequ
     for sampler in resolved.values():
         for target in target_list:
             if hasattr(sampler, "check"):
-                sampler.check(target.logdensity_fn)
+                sampler.check(target.logdensity_fn, counts[0])
     settings["key"] = canonicalize_key(key)
     runs = [(name, sampler, target, count) for target in target_list for count in counts
             for name, sampler in resolved.items()]

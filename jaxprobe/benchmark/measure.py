@@ -45,7 +45,13 @@ KEEP_CHAINS = 64
 
 
 def z_threshold(num_z: int, alpha: float = ALPHA) -> float:
-    """|z| beyond which one of ``num_z`` two-sided z's is flagged: Φ⁻¹(1 − α / (2·num_z)) (Bonferroni)."""
+    """|z| beyond which one of ``num_z`` two-sided z's is flagged: Φ⁻¹(1 − α / (2·num_z)) (Bonferroni).
+
+    Examples
+    --------
+    >>> round(z_threshold(1), 3), round(z_threshold(100), 3)      # more z's checked: a higher bar for each
+    (2.576, 3.891)
+    """
     return float(ndtri(1.0 - alpha / (2.0 * max(int(num_z), 1))))
 
 
@@ -79,6 +85,15 @@ def seed_statistics(draws: np.ndarray, target: Any, num_chains: int, min_ess: fl
 
     Returns ``{min_ess_bulk, min_ess_tail, max_abs_z, biased, judged, poor}`` each ``(S,)`` and ``z_mean``, ``z_var``
     ``(S, D)``. ESS are of all ``num_chains`` chains (see the module docs).
+
+    Examples
+    --------
+    >>> from jaxprobe.benchmark import Target
+    >>> target = Target("normal", lambda x: -0.5 * jnp.sum(x ** 2), 2, mean=np.zeros(2), var=np.ones(2))
+    >>> draws = np.random.default_rng(0).normal(size=(3, 500, 4, 2))   # 3 seeds x 500 exact draws of 4 chains
+    >>> stats = seed_statistics(draws, target, num_chains=4, min_ess=400)
+    >>> stats["min_ess_bulk"].shape, bool(np.all(stats["min_ess_bulk"] > 1000)), stats["poor"].tolist()
+    ((3,), True, [False, False, False])
     """
     draws = np.asarray(draws, np.float64)
     seeds, _, kept, dim = draws.shape
@@ -101,6 +116,13 @@ def judge_seeds(min_ess_bulk: np.ndarray, kept_ess_bulk: np.ndarray, z_mean: np.
 
     ``min_ess_bulk`` ``(S,)`` of all chains (against ``min_ess``), ``kept_ess_bulk`` of the kept chains (against
     ``MIN_JUDGED_ESS``), ``z_mean``, ``z_var`` ``(S, D)`` (NaN where the target has no truth).
+
+    Examples
+    --------
+    >>> ess = np.array([900.0, 50.0])        # seed 0 mixed well; seed 1 too few effective draws to be judged
+    >>> out = judge_seeds(ess, ess, np.array([[0.3, 5.0], [0.1, 0.2]]), np.zeros((2, 2)), min_ess=400)
+    >>> out["judged"].tolist(), out["biased"].tolist(), out["poor"].tolist()   # |z| = 5 > 3.02: biased
+    ([True, False], [True, False], [True, True])
     """
     both = np.concatenate([z_mean, z_var], axis=1)
     seeds = both.shape[0]
@@ -113,12 +135,25 @@ def judge_seeds(min_ess_bulk: np.ndarray, kept_ess_bulk: np.ndarray, z_mean: np.
 
 
 def pooled_z(z: np.ndarray) -> np.ndarray:
-    """Σ z / √S over the seeds ``(S, K)`` → ``(K,)``: the z of the seeds' average error (independent seeds)."""
+    """Σ z / √S over the seeds ``(S, K)`` → ``(K,)``: the z of the seeds' average error (independent seeds).
+
+    Examples
+    --------
+    >>> np.round(pooled_z(np.array([[1.0, -2.0], [1.0, 0.0]])), 3)      # 2 seeds, 2 z's each
+    array([ 1.414, -1.414])
+    """
     return np.sum(z, axis=0) / math.sqrt(max(z.shape[0], 1))
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial rate (``(0, 1)`` with no trials)."""
+    """Wilson score interval of a binomial rate (``(0, 1)`` with no trials).
+
+    Examples
+    --------
+    >>> low, high = wilson_interval(2, 20)                  # 2 poor runs in 20 seeds: 95% interval of the rate
+    >>> round(low, 3), round(high, 3), wilson_interval(0, 0)
+    (0.028, 0.301, (0.0, 1.0))
+    """
     if trials == 0:
         return 0.0, 1.0
     z = float(ndtri(0.5 + confidence / 2.0))

@@ -132,7 +132,14 @@ def _rejection_reference(name: str, *, num_proposals: int, seed: int) -> tuple[d
 def run_reference(name: str, *, method: str, seed: int, **sizes: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """One reference run of built-in target ``name`` by ``method`` (``"nuts"`` or ``"rejection"``, with the sizes
     of :data:`SETTINGS`): ``(arrays, header)`` as written to its file (module notes). Raises RuntimeError when a
-    NUTS run fails the mixing checks."""
+    NUTS run fails the mixing checks.
+
+    Examples
+    --------
+    >>> arrays, header = run_reference("mlp_probe_50d", method="rejection", seed=0, num_proposals=65536)  # tiny
+    >>> arrays["mean"].shape, header["num_proposals"], 0 < header["num_kept"] < 65536
+    ((50,), 65536, True)
+    """
     start = time.perf_counter()
     runners = {"nuts": _nuts_reference, "rejection": _rejection_reference}
     if method not in runners:
@@ -147,7 +154,15 @@ def run_reference(name: str, *, method: str, seed: int, **sizes: int) -> tuple[d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line (module notes): make the chosen reference runs and write their files; returns 0."""
+    """The command line (module notes): make the chosen reference runs and write their files; returns 0.
+
+    Examples
+    --------
+    >>> main(["--names", "nowhere"])          # an unknown name: the usage error (on stderr) lists the known ones
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
     parser = argparse.ArgumentParser(prog="python -m jaxprobe.benchmark.reference", description=__doc__.split("\n")[0])
     parser.add_argument("--names", default=",".join(REFERENCE_TARGETS),
                         help=f"comma-separated targets (default: all of {', '.join(REFERENCE_TARGETS)})")

@@ -3,8 +3,9 @@
 Each row (one sampler × target × chain count, over S seeds) holds:
 
 - ``sampler``, ``family`` (jaxprobe / blackjax / numpyro), ``target``, ``num_chains``, ``num_seeds``,
-  ``num_warmup``, ``num_samples``; ``failure`` (None, or what went wrong by name: the exception, "out of memory",
-  "non-finite positions in k of S seeds", "not installed", "not applicable: ...");
+  ``num_warmup``, ``num_samples``, ``num_devices`` (the devices its chains were split over); ``failure`` (None, or
+  what went wrong by name: the exception, "out of memory", "non-finite positions in k of S seeds", "adaptation
+  returned non-finite parameters in k of S seeds", "not installed", "not applicable: ...");
 - timing of the one compiled program of all seeds: ``compile_seconds``, ``wall_seconds`` (run only),
   ``chain_steps_per_second`` (warmup and sampling steps of every chain of every seed), ``gradients_per_second``,
   ``kept_draws_per_second``, ``limit_chain_steps_per_second`` (the limit for the same target and S·C chains),
@@ -66,23 +67,55 @@ def _commit() -> str:
     return f"jaxprobe {__version__}"
 
 
-def environment(settings: dict[str, Any]) -> dict[str, Any]:
-    """Machine, device, library versions and commit of this process, with the run ``settings``."""
+#: Libraries whose versions a report records (None where not installed).
+LIBRARIES = ("jaxprobe", "jax", "jaxlib", "blackjax", "numpyro", "numpy", "scipy")
+
+
+def library_versions(packages: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
+    """``{package: installed version, or None}``, from the installed distributions' metadata."""
     import importlib.metadata
 
-    import jax
-
-    versions = {}
-    for package in ("jaxprobe", "jax", "jaxlib", "blackjax", "numpyro", "numpy", "scipy"):
+    versions: dict[str, str | None] = {}
+    for package in packages:
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
+    return versions
+
+
+def machine() -> dict[str, Any]:
+    """This machine: ``platform``, ``processor``, ``cpu_model`` (Linux ``/proc/cpuinfo``, else "unknown"),
+    ``cpu_count``, ``python`` and ``jax_devices`` (each device as JAX prints it)."""
+    import jax
+
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as stream:
+            model = next((line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "processor": platform.processor(), "cpu_model": model,
+            "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "jax_devices": [str(device) for device in jax.devices()]}
+
+
+def environment(settings: dict[str, Any]) -> dict[str, Any]:
+    """Machine, device, library versions and commit of this process, with the run ``settings`` (the record of
+    every benchmark: :func:`machine`, :func:`library_versions`).
+
+    Examples
+    --------
+    >>> record = environment({"seeds": 5})
+    >>> sorted(record), record["settings"], record["device"]["count"] >= 1, "jax" in record["versions"]
+    (['commit', 'device', 'machine', 'settings', 'versions'], {'seeds': 5}, True, True)
+    """
+    import jax
+
     devices = jax.devices()
-    return {"settings": settings, "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                                              "cpu_count": os.cpu_count(), "python": platform.python_version()},
+    return {"settings": settings, "machine": machine(),
             "device": {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices)},
-            "versions": versions, "commit": _commit()}
+            "versions": library_versions(), "commit": _commit()}
 
 
 def _cell(row: dict[str, Any], key: str, form: str) -> str:
@@ -100,7 +133,17 @@ def _cell(row: dict[str, Any], key: str, form: str) -> str:
 @dataclasses.dataclass
 class Report:
     """The result of :func:`jaxprobe.benchmark.compare`: ``rows`` (module docs), ``meta`` (machine, device,
-    versions, commit, settings) and ``interrupted`` (Ctrl-C stopped the run; the rows measured are kept)."""
+    versions, commit, settings) and ``interrupted`` (Ctrl-C stopped the run; the rows measured are kept).
+
+    Examples
+    --------
+    >>> row = {"sampler": "mala", "target": "normal", "num_chains": 4, "num_seeds": 1, "ess_bulk": 812.0,
+    ...        "failure": None}                                      # as compare() measures it, a few keys
+    >>> report = Report([row], environment({"seeds": 1}))
+    >>> json_path, md_path = report.save(".")                       # samplers.json and samplers.md
+    >>> Report.load(json_path).row("mala", "normal")["ess_bulk"], "| mala | normal | 4 | 812 |" in open(md_path).read()
+    (812.0, True)
+    """
 
     rows: list[dict[str, Any]]
     meta: dict[str, Any]

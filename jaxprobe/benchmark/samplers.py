@@ -32,7 +32,14 @@ BUILTIN_PEERS = ("blackjax-nuts", "numpyro-nuts")
 
 class StepOut(NamedTuple):
     """What one step of C chains reports: ``position`` ``(C, D)``, ``logdensity``, ``acceptance``, ``divergent``
-    and ``gradients`` ``(C,)`` (gradient evaluations spent by the step)."""
+    and ``gradients`` ``(C,)`` (gradient evaluations spent by the step).
+
+    Examples
+    --------
+    >>> out = StepOut(jnp.zeros((2, 3)), jnp.zeros(2), jnp.ones(2), jnp.zeros(2, bool), jnp.ones(2, jnp.int32))
+    >>> out.position.shape, out.gradients.tolist()                  # 2 chains in 3-D, one gradient each
+    ((2, 3), [1, 1])
+    """
 
     position: jax.Array
     logdensity: jax.Array
@@ -42,10 +49,24 @@ class StepOut(NamedTuple):
 
 
 class Program(NamedTuple):
-    """``warmup(key, x0 (C, D)) -> (state, warmup gradients (C,))``; ``step(key, state) -> (state, StepOut)``."""
+    """``warmup(key, x0 (C, D)) -> (state, warmup gradients (C,))``; ``step(key, state) -> (state, StepOut)``;
+    ``adapted(state) -> bool scalar`` (None: always True): whether the warmup's adapted parameters are usable
+    (finite), checked once after the warmup so that a failed adaptation is a row's failure by name.
+
+    Examples
+    --------
+    >>> def stay(key, x):                          # a "sampler" whose chains never move and spend no gradient
+    ...     c = x.shape[0]
+    ...     return x, StepOut(x, jnp.zeros(c), jnp.ones(c), jnp.zeros(c, bool), jnp.zeros(c, jnp.int32))
+    >>> program = Program(lambda key, x0: (x0, jnp.zeros(x0.shape[0], jnp.int32)), stay)
+    >>> state, out = program.step(jax.random.key(0), jnp.ones((3, 2)))
+    >>> out.acceptance.tolist(), program.adapted is None
+    ([1.0, 1.0, 1.0], True)
+    """
 
     warmup: Callable[[jax.Array, jax.Array], tuple[Any, jax.Array]]
     step: Callable[[jax.Array, Any], tuple[Any, StepOut]]
+    adapted: Callable[[Any], jax.Array] | None = None
 
 
 class MakeError(TypeError):
@@ -58,7 +79,16 @@ class MakeError(TypeError):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class JaxprobeSampler:
-    """A jaxprobe :class:`~jaxprobe.engine.protocols.Kernel` with its own warmup (``kernel.adaptation()``)."""
+    """A jaxprobe :class:`~jaxprobe.engine.protocols.Kernel` with its own warmup (``kernel.adaptation()``).
+
+    Examples
+    --------
+    >>> from jaxprobe.benchmark import get_target
+    >>> mala, smc = JaxprobeSampler(make_kernel("mala")), JaxprobeSampler(make_kernel("smc"))   # as "mala", "smc"
+    >>> schools = get_target("eight_schools_centred")                    # starts of its own (Stan-style inits)
+    >>> mala.applies(schools) is None, smc.applies(schools).startswith("not applicable")
+    (True, True)
+    """
 
     kernel: Kernel
     family: str = "jaxprobe"
@@ -162,21 +192,40 @@ def _step_out(state: Any, info: Any, traced: int, num_chains: int) -> StepOut:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlackJAXSampler:
-    """A BlackJAX algorithm (:func:`from_blackjax`): one chain's ``init``/``step`` vmapped over chains."""
+    """A BlackJAX algorithm (:func:`from_blackjax`): one chain's ``init``/``step`` vmapped over chains.
+
+    Examples
+    --------
+    >>> import blackjax
+    >>> logdensity = lambda x: -0.5 * jnp.sum(x ** 2)
+    >>> from_blackjax(lambda f: blackjax.mala(f, step_size=0.5)).check(logdensity)    # a SamplingAlgorithm: fine
+    >>> BlackJAXSampler(lambda f: "not an algorithm").check(logdensity)                # refused before any run
+    Traceback (most recent call last):
+    ...
+    jaxprobe.benchmark.samplers.MakeError: make(logdensity_fn) must return a BlackJAX SamplingAlgorithm ...
+    """
 
     make: Callable[..., Any]
-    adaptation: Callable[[Callable], Any] | None = None
+    adaptation: Callable[..., Any] | None = None
     across_chains: bool = False
     family: str = "blackjax"
 
-    def check(self, logdensity_fn: Callable) -> None:
+    def check(self, logdensity_fn: Callable, num_chains: int = 1) -> None:
         """Without an adaptation, ``make(logdensity_fn)`` is called here and must be a SamplingAlgorithm; with
-        one, ``adaptation(logdensity_fn)`` must have ``run``."""
+        one, ``adaptation(logdensity_fn)`` (across chains: ``adaptation(logdensity_fn, num_chains)``) must have
+        ``run``."""
         if self.adaptation is None:
             _check_algorithm(self.make(logdensity_fn))
-        elif not callable(getattr(self.adaptation(logdensity_fn), "run", None)):
-            raise MakeError("adaptation(logdensity_fn) must return a BlackJAX adaptation (with run(rng_key, "
-                            "position, num_steps)), e.g. blackjax.window_adaptation(blackjax.nuts, logdensity_fn)")
+        elif not callable(getattr(self._adaptation(logdensity_fn, num_chains), "run", None)):
+            raise MakeError("adaptation must return a BlackJAX adaptation (with run(rng_key, position, "
+                            "num_steps)), e.g. lambda f: blackjax.window_adaptation(blackjax.nuts, f) per chain, "
+                            "lambda f, num_chains: blackjax.meads_adaptation(f, num_chains) across chains")
+
+    def _adaptation(self, logdensity_fn: Callable, num_chains: int) -> Any:
+        """The user's adaptation for this log density (across chains: and this chain count)."""
+        if self.across_chains:
+            return self.adaptation(logdensity_fn, num_chains)
+        return self.adaptation(logdensity_fn)
 
     def _burn_in(self, logdensity_fn, num_warmup):
         def warmup(key, x0):
@@ -194,11 +243,12 @@ class BlackJAXSampler:
 
         return warmup
 
-    def _adapted(self, logdensity_fn, num_warmup):
+    def _adapted(self, logdensity_fn, num_warmup, static):
         def warmup(key, x0):
             counted, count = _counting(logdensity_fn)
             before = count[0]
-            run = lambda k, x: self.adaptation(counted).run(k, x, num_warmup)  # noqa: E731
+            adaptation = self._adaptation(counted, x0.shape[0])
+            run = lambda k, x: adaptation.run(k, x, num_steps=num_warmup)  # noqa: E731
             if self.across_chains:
                 (state, parameters), info = run(key, x0)
             else:
@@ -211,11 +261,14 @@ class BlackJAXSampler:
                 steps = jnp.asarray(steps, jnp.int32)
                 gradients = jnp.broadcast_to(jnp.sum(steps, axis=-1 if not self.across_chains else 0),
                                              x0.shape[:1]).astype(jnp.int32)
-            return (state, parameters), gradients
+            arrays, static["rebuild"] = _split_parameters(parameters)
+            return (state, arrays), gradients
 
         return warmup
 
-    def _step(self, logdensity_fn):
+    def _step(self, logdensity_fn, static=None):
+        """One step of every chain; with an adaptation, ``static["rebuild"]`` (set by its warmup, traced first)
+        makes the parameters again from the arrays the state carries."""
         per_chain = self.adaptation is not None and not self.across_chains
 
         def step(key, carry):
@@ -224,7 +277,8 @@ class BlackJAXSampler:
             num_chains = jax.tree.leaves(state)[0].shape[0]
             keys = jax.random.split(key, num_chains)
 
-            def one(k, s, p):
+            def one(k, s, arrays):
+                p = None if arrays is None else static["rebuild"](arrays)
                 algorithm = _check_algorithm(self.make(counted) if p is None else self.make(counted, **p))
                 return algorithm.step(k, s)
 
@@ -238,10 +292,34 @@ class BlackJAXSampler:
     def program(self, logdensity_fn: Callable, dim: int, num_warmup: int) -> Program:
         if self.adaptation is None:
             return Program(self._burn_in(logdensity_fn, num_warmup), self._step(logdensity_fn))
-        return Program(self._adapted(logdensity_fn, num_warmup), self._step(logdensity_fn))
+        static: dict[str, Callable] = {}  # how the warmup's parameters are made again from their arrays
+        return Program(self._adapted(logdensity_fn, num_warmup, static), self._step(logdensity_fn, static),
+                       _finite_parameters)
 
 
-def from_blackjax(make: Callable[..., Any], adaptation: Callable[[Callable], Any] | None = None, *,
+def _split_parameters(parameters: Any) -> tuple[list[jax.Array], Callable[[list[jax.Array]], Any]]:
+    """An adaptation's parameters as ``(arrays, rebuild)``: the array leaves, which a scan can carry, and a
+    function making the parameters again from them with the other leaves as they were (ChEES returns functions,
+    ``integration_steps_fn`` and ``next_random_arg_fn``, which close over its adapted values)."""
+    leaves, treedef = jax.tree.flatten(parameters)
+    is_array = [isinstance(leaf, (jax.Array, float, int)) or hasattr(leaf, "__array__") for leaf in leaves]
+    arrays = [jnp.asarray(leaf) for leaf, array in zip(leaves, is_array) if array]
+
+    def rebuild(new_arrays: list[jax.Array]) -> Any:
+        remaining = iter(new_arrays)
+        return treedef.unflatten([next(remaining) if array else leaf for leaf, array in zip(leaves, is_array)])
+
+    return arrays, rebuild
+
+
+def _finite_parameters(carry: Any) -> jax.Array:
+    """Whether every floating-point array of an adaptation's parameters (``carry = (state, parameter arrays)``)
+    is finite: a cross-chain adaptation given too few chains returns NaN ones (MEADS: one chain per fold)."""
+    leaves = [leaf for leaf in jax.tree.leaves(carry[1]) if jnp.issubdtype(leaf.dtype, jnp.floating)]
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves])) if leaves else jnp.array(True)
+
+
+def from_blackjax(make: Callable[..., Any], adaptation: Callable[..., Any] | None = None, *,
                   across_chains: bool = False) -> BlackJAXSampler:
     """A BlackJAX algorithm as a benchmark sampler.
 
@@ -252,18 +330,42 @@ def from_blackjax(make: Callable[..., Any], adaptation: Callable[[Callable], Any
         ``step(rng_key, state)``), e.g. ``lambda f: blackjax.mala(f, step_size=0.1)``. With an ``adaptation``,
         ``make(logdensity_fn, **parameters)`` with the parameters the adaptation returns.
     adaptation
-        None (warmup steps are plain burn-in with ``make(logdensity_fn)``), or ``adaptation(logdensity_fn)`` → a
-        BlackJAX adaptation with ``run(rng_key, position, num_steps)`` returning ``((state, parameters), info)``,
-        e.g. ``lambda f: blackjax.window_adaptation(blackjax.nuts, f)``.
+        None (warmup steps are plain burn-in with ``make(logdensity_fn)``), or a function returning a BlackJAX
+        adaptation with ``run(rng_key, position, num_steps)`` → ``((state, parameters), info)``: per chain
+        ``adaptation(logdensity_fn)``, e.g. ``lambda f: blackjax.window_adaptation(blackjax.nuts, f)``; across
+        chains ``adaptation(logdensity_fn, num_chains)`` (the run's chain count, so that one sampler serves
+        every count of ``compare(num_chains=[...])``), e.g. ``lambda f, c: blackjax.meads_adaptation(f, c)``
+        with ``make = lambda f, **p: blackjax.ghmc(f, **p)``. ``run`` is called as ``run(key, positions,
+        num_steps=num_warmup)``: an adaptation whose run takes more (``blackjax.chees_adaptation``: an initial
+        step size and an optax optimizer; with ``blackjax.dynamic_hmc``) is wrapped to bind them, e.g. an object
+        with ``run = lambda key, x, num_steps: chees.run(key, x, 0.5, optax.adam(0.05), num_steps)``.
+        Parameters that are not arrays (ChEES's functions) are kept out of the carried state.
     across_chains
         False: the adaptation runs per chain (vmapped; positions ``(D,)``, one set of parameters per chain).
         True: once over all chains (positions ``(C, D)``, parameters shared), as BlackJAX's cross-chain
-        adaptations (``chees_adaptation``, ``meads_adaptation``) take them.
+        adaptations (``chees_adaptation``, ``meads_adaptation``) take them. They estimate scales from the
+        chains themselves, so they need enough of them: MEADS splits the chains into ``num_folds`` folds (4 by
+        default) and needs at least 2 chains per fold (``num_chains`` ≥ 2·``num_folds`` and a multiple of it);
+        with 1 chain per fold its step size is NaN, and with 2 per fold a seed can mix poorly (measured on a 2-D
+        Gaussian: min bulk ESS 9 of 1,600 draws in one of two seeds at 8 chains; 4 per fold, 16 chains, mixed):
+        use 16 chains or more. Adapted parameters that are not finite make the row's ``failure`` "adaptation
+        returned non-finite parameters in k of S seeds" (nothing is sampled from them).
 
     Returns
     -------
     BlackJAXSampler
         A value for ``compare(samplers={name: ...})``.
+
+    Examples
+    --------
+    >>> import blackjax
+    >>> mala = from_blackjax(lambda f: blackjax.mala(f, step_size=0.5))
+    >>> nuts = from_blackjax(lambda f, **p: blackjax.nuts(f, **p),                 # window adaptation per chain
+    ...                      lambda f: blackjax.window_adaptation(blackjax.nuts, f))
+    >>> meads = from_blackjax(lambda f, **p: blackjax.ghmc(f, **p),               # across chains (C >= 16)
+    ...                       lambda f, c: blackjax.meads_adaptation(f, c), across_chains=True)
+    >>> mala.family, nuts.across_chains, meads.across_chains
+    ('blackjax', False, True)
     """
     if not callable(make):
         raise TypeError(f"make must be callable (logdensity_fn -> blackjax SamplingAlgorithm), got "
@@ -290,7 +392,15 @@ def _blackjax_nuts() -> BlackJAXSampler:
 @dataclasses.dataclass(frozen=True, eq=False)
 class NumPyroNUTS:
     """NumPyro's NUTS (``numpyro.infer.hmc.hmc(potential_fn, algo="NUTS")``), its own warmup (step size and
-    diagonal mass matrix) run per chain, vmapped over chains."""
+    diagonal mass matrix) run per chain, vmapped over chains.
+
+    Examples
+    --------
+    >>> sampler = NumPyroNUTS()                          # what compare makes of "numpyro-nuts" (NumPyro installed)
+    >>> program = sampler.program(lambda x: -0.5 * jnp.sum(x ** 2), 2, num_warmup=20)   # traced when run
+    >>> sampler.family, isinstance(program, Program)
+    ('numpyro', True)
+    """
 
     family: str = "numpyro"
 
@@ -338,6 +448,15 @@ def resolve(name: str, spec: Any) -> Any:
     ``spec``: a jaxprobe sampler name (``"mala"``), ``(name, options dict)``, a jaxprobe ``Kernel``, a
     :func:`from_blackjax` sampler, or a built-in peer name (:data:`BUILTIN_PEERS`). Returns a sampler with
     ``program``; the string ``"not installed"`` for ``"numpyro-nuts"`` without NumPyro.
+
+    Examples
+    --------
+    >>> resolve("mine", "mala").family, resolve("peer", "blackjax-nuts").family
+    ('jaxprobe', 'blackjax')
+    >>> resolve("typo", "mals")
+    Traceback (most recent call last):
+    ...
+    ValueError: ...not a known sampler...
     """
     accepted = (f"a jaxprobe sampler name ({', '.join(known_samplers())}), a built-in peer "
                 f"({', '.join(BUILTIN_PEERS)}), (name, options dict), a jaxprobe Kernel, or "

@@ -26,7 +26,18 @@ def _per_seed(row: dict[str, Any]) -> dict[int, tuple[float, bool]]:
 
 def paired_tests(row_a: dict[str, Any], row_b: dict[str, Any]) -> dict[str, Any]:
     """Wilcoxon signed-rank test of the per-seed log ESS per gradient (a − b) and McNemar's exact test of the
-    poor-run flags, over the seeds both rows measured (see :meth:`jaxprobe.benchmark.Report.paired`)."""
+    poor-run flags, over the seeds both rows measured (see :meth:`jaxprobe.benchmark.Report.paired`).
+
+    Examples
+    --------
+    >>> a = {"sampler": "a", "target": "t", "per_seed": {"seed": [0, 1, 2, 3, 4, 5],
+    ...      "ess_per_gradient": [0.2, 0.3, 0.25, 0.2, 0.3, 0.22], "poor": [False] * 6}}
+    >>> b = {"sampler": "b", "target": "t", "per_seed": {"seed": [0, 1, 2, 3, 4, 5],
+    ...      "ess_per_gradient": [0.1, 0.1, 0.1, 0.1, 0.1, 0.1], "poor": [True, False, False, False, False, False]}}
+    >>> test = paired_tests(a, b)                        # a beats b on all 6 seeds: the smallest p for 6
+    >>> test["seeds"], round(test["wilcoxon_p"], 4), test["poor_a"], test["poor_b"], test["mcnemar_p"]
+    (6, 0.0312, 0, 1, 1.0)
+    """
     from scipy import stats
 
     a, b = _per_seed(row_a), _per_seed(row_b)
@@ -81,7 +92,18 @@ def _throughput_panels(plt: Any, measured: list[dict[str, Any]], samplers: list[
 
 
 def plot_report(rows: list[dict[str, Any]], folder: str, name: str) -> list[str]:
-    """The two figures of :meth:`jaxprobe.benchmark.Report.plot`; returns their paths."""
+    """The two figures of :meth:`jaxprobe.benchmark.Report.plot`; returns their paths.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> rows = [{"sampler": "mala", "target": "normal", "num_chains": c, "ess_per_second": 100.0 * c,
+    ...          "chain_steps_per_second": 1e4 * c, "limit_chain_steps_per_second": 2e4 * c} for c in (4, 64)]
+    >>> [os.path.basename(path) for path in plot_report(rows, "figures", "samplers")]
+    ['samplers.ess_per_second.png', 'samplers.chain_steps.png']
+    >>> os.path.getsize("figures/samplers.chain_steps.png") > 0
+    True
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)

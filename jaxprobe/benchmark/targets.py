@@ -252,7 +252,14 @@ def mixture_closed_form(weights: np.ndarray, centres: np.ndarray, width: float) 
     """The posterior of N(0, I) tilted by Σ_j w_j N(x; a_j, s² I): ``Σ_j π_j N(a_j/(1+s²), s²/(1+s²) I)`` with
     ``π_j ∝ w_j N(a_j; 0, (1+s²) I)``, and ``log Z = log Σ_j w_j N(a_j; 0, (1+s²) I)`` (the prior and the bumps
     normalized). Returns ``shares`` (K,), ``means`` (K, d), ``component_var``, per-coordinate ``mean``, ``var``
-    (d,) and ``log_z``."""
+    (d,) and ``log_z``.
+
+    Examples
+    --------
+    >>> out = mixture_closed_form(np.array([0.5, 0.5]), np.array([[-2.0], [2.0]]), width=1.0)   # two 1-D bumps
+    >>> out["shares"], out["mean"], out["var"], round(out["log_z"], 3)     # log N(2; 0, 2) = -2.266
+    (array([0.5, 0.5]), array([0.]), array([1.5]), -2.266)
+    """
     weights, centres = np.asarray(weights, np.float64), np.asarray(centres, np.float64)
     dim, spread = centres.shape[1], 1.0 + width**2
     log_c = np.log(weights) - 0.5 * np.sum(centres**2, axis=1) / spread - 0.5 * dim * math.log(2 * math.pi * spread)
@@ -408,7 +415,16 @@ def mlp_probe(dim: int = 30, hidden: int = 64, seed: int = 0) -> tuple[dict[str,
     """The benchmarks' one target model: a fixed random MLP ``dim → hidden → hidden → 1`` (tanh, sigmoid output),
     weights and biases N(0, 1/fan_in) from a seeded key. Returns ``(weights, probe, G)``: ``probe`` maps one
     ``(dim,)`` position to f(x), ``G = (f(x) − 0.5)²`` the prediction-risky probing loss (maximally unsure at
-    f(x) = 0.5). Used by the ``mlp_probe_*`` targets and by ``jaxprobe.bench``'s throughput, gpu and answer_speed."""
+    f(x) = 0.5). Used by the ``mlp_probe_*`` targets and by ``jaxprobe.bench``'s throughput, gpu and answer_speed.
+
+    Examples
+    --------
+    >>> weights, probe, G = mlp_probe(dim=3, hidden=8)
+    >>> sorted(weights), weights["w0"].shape
+    (['b0', 'b1', 'b2', 'w0', 'w1', 'w2'], (3, 8))
+    >>> bool(0.0 <= G(jnp.ones(3)) <= 0.25)                       # G = (f(x) - 0.5)^2 with 0 < f < 1
+    True
+    """
     keys = jax.random.split(jax.random.key(seed), 6)
     shapes = [(dim, hidden), (hidden, hidden), (hidden, 1)]
     weights = {}
@@ -433,7 +449,14 @@ MLP_HIDDEN, MLP_TEMPERATURE = 64, 0.01
 
 
 def mlp_loss(dim: int) -> Callable[[jax.Array], jax.Array]:
-    """G of the ``mlp_probe_*`` targets: :func:`mlp_probe` ``(dim, 64, seed 0)``'s loss (0 ≤ G ≤ ¼)."""
+    """G of the ``mlp_probe_*`` targets: :func:`mlp_probe` ``(dim, 64, seed 0)``'s loss (0 ≤ G ≤ ¼).
+
+    Examples
+    --------
+    >>> G = mlp_loss(2)
+    >>> bool(0.0 <= G(jnp.zeros(2)) <= 0.25)
+    True
+    """
     return mlp_probe(dim, MLP_HIDDEN, 0)[2]
 
 
@@ -471,19 +494,40 @@ def _mlp_probe_2d() -> Target:
 
 
 def reference_path(name: str) -> str:
-    """The stored reference run of built-in target ``name``: ``jaxprobe/benchmark/reference/NAME.npz``."""
+    """The stored reference run of built-in target ``name``: ``jaxprobe/benchmark/reference/NAME.npz``.
+
+    Examples
+    --------
+    >>> path = reference_path("mlp_probe_50d")
+    >>> path.endswith(os.path.join("reference", "mlp_probe_50d.npz")), os.path.exists(path)
+    (True, True)
+    """
     return os.path.join(REFERENCE_DIR, f"{name}.npz")
 
 
 def read_reference(name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(header, arrays)`` of a stored reference run, verified (:func:`jaxprobe._io.read_checked_npz`): arrays
-    ``mean``, ``var``, ``mean_se``, ``var_se`` ``(dim,)``; the header says how the run was made."""
+    ``mean``, ``var``, ``mean_se``, ``var_se`` ``(dim,)``; the header says how the run was made.
+
+    Examples
+    --------
+    >>> header, arrays = read_reference("mlp_probe_50d")
+    >>> header["method"], arrays["mean"].shape, bool(np.all(arrays["mean_se"] > 0))
+    ('rejection', (50,), True)
+    """
     remedy = f"Regenerate it: python -m jaxprobe.benchmark.reference --names {name}"
     return read_checked_npz(reference_path(name), remedy)
 
 
 def reference_problem(name: str) -> tuple[Callable[[jax.Array], jax.Array], int, str]:
-    """``(logdensity_fn, dim, description)`` of a target whose truth is a reference run (:data:`REFERENCE_TARGETS`)."""
+    """``(logdensity_fn, dim, description)`` of a target whose truth is a reference run (:data:`REFERENCE_TARGETS`).
+
+    Examples
+    --------
+    >>> logdensity, dim, description = reference_problem("logistic_regression")
+    >>> dim, description.split(" (")[0]                       # intercept + 30 coefficients
+    (31, "Bayesian logistic regression on scikit-learn's breast_cancer")
+    """
     if name == "logistic_regression":
         return (_logistic_logdensity, 31,
                 "Bayesian logistic regression on scikit-learn's breast_cancer (569 rows, 30 features standardized, "
