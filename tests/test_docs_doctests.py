@@ -73,7 +73,8 @@ def test_docstring_example_runs(name, docstring, module, tmp_path, monkeypatch):
         del globs["annotations"]         # run as a user types them: not under the module's `from __future__ import`
     test = doctest.DocTestParser().get_doctest(docstring, globs, name, module.__file__, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    runner.run(test, out=lambda text: print(text, end=""))
+    write = sys.stdout.write             # bound now: doctest swaps sys.stdout while it runs, and print would follow
+    runner.run(test, out=write)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name}'s docstring failed (above)"
 
@@ -84,9 +85,8 @@ def test_there_are_docstring_examples():
     assert len(EXAMPLES) >= 3, [name for name, _, _ in EXAMPLES]
 
 
-if __name__ == "__main__":
-    # `python tests/test_docs_doctests.py`: the public functions and classes whose docstring has no example yet,
-    # then how many have one, per home module and in all.
+def _coverage() -> tuple[list[str], dict[str, list[int]]]:
+    """(public functions and classes of jaxprobe without a docstring example, {home module: [with, all]})."""
     import collections
 
     counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])   # module -> [with example, all]
@@ -100,6 +100,21 @@ if __name__ == "__main__":
         counts[module.__name__][1] += 1
         if not has_example:
             missing.append(name)
+    return missing, counts
+
+
+def test_every_public_function_and_class_has_an_example():
+    """Issue 28: every public name of the API reference shows how it is used (run by the slow test above)."""
+    if sys.version_info < (3, 11):
+        pytest.skip("the public names are collected from pyproject.toml with tomllib (Python >= 3.11)")
+    missing, _ = _coverage()
+    assert not missing, f"{len(missing)} public names have no docstring example: {missing}"
+
+
+if __name__ == "__main__":
+    # `python tests/test_docs_doctests.py`: the public functions and classes whose docstring has no example yet,
+    # then how many have one, per home module and in all.
+    missing, counts = _coverage()
     print("\n".join(missing))
     for module_name, (covered, total) in sorted(counts.items()):
         print(f"{covered:4d} / {total:<4d} {module_name}", file=sys.stderr)

@@ -83,6 +83,20 @@ def distill(oracle: Oracle, student: Any, student_params: ArrayTree, queries: An
     Returns
     -------
     The trained student variables (same structure as ``student_params``).
+
+    Examples
+    --------
+    >>> import flax.linen as nn
+    >>> w = jnp.array([2.0, -1.0])
+    >>> oracle = Oracle(lambda x: jax.nn.sigmoid(x @ w), input_dim=2)     # the victim: one probability
+    >>> student = nn.Dense(1)                                             # (n, 2) -> one logit per row
+    >>> queries = np.random.default_rng(0).normal(size=(20, 2))
+    >>> params = distill(oracle, student, student.init(jax.random.key(0), jnp.zeros((1, 2))), queries,
+    ...                  steps=300, learning_rate=0.05)
+    >>> np.round(params["params"]["kernel"][:, 0], 2).tolist()           # the victim's weights, learned
+    [2.0, -1.0]
+    >>> oracle.num_value_queries, oracle.num_gradient_queries             # one of each per query row
+    (20, 20)
     """
     if not isinstance(oracle, Oracle):
         raise TypeError(f"oracle must be a jaxprobe.extract.Oracle, got {type(oracle).__name__}")
@@ -158,6 +172,15 @@ def logistic_closed_form(oracle: Oracle, x: Any) -> tuple[np.ndarray, np.ndarray
     and one value query give ∂p_k/∂x = p_k (W_k − Σ_j p_j W_j), hence W'_k = J_k / p_k and
     b'_k = log p_k − W'_k·x: the same softmax model (W, b up to a shift shared by all classes, to
     which softmax is blind). Returns (W' (k, d), b' (k,)).
+
+    Examples
+    --------
+    >>> oracle = Oracle(lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0]) + 0.5), input_dim=2)
+    >>> w, b = logistic_closed_form(oracle, np.array([0.1, 0.2]))
+    >>> np.round(w, 3).tolist(), round(float(b), 3)                      # σ(2·x₀ − x₁ + 0.5), identified
+    ([2.0, -1.0], 0.5)
+    >>> oracle.num_value_queries, oracle.num_gradient_queries
+    (1, 1)
     """
     if not isinstance(oracle, Oracle):
         raise TypeError(f"oracle must be a jaxprobe.extract.Oracle, got {type(oracle).__name__}")

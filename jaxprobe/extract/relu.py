@@ -68,7 +68,16 @@ _TINY = 1e-300
 
 
 class RecoveryError(RuntimeError):
-    """recover_relu failed on every attempt; ``failures`` lists why, one line per attempt."""
+    """recover_relu failed on every attempt; ``failures`` lists why, one line per attempt.
+
+    Examples
+    --------
+    >>> try:                                  # what recover_relu raises after max_attempts failed lines
+    ...     raise RecoveryError(["attempt 1: 3 kinks on the line, more than hidden_dim=2"])
+    ... except RuntimeError as error:
+    ...     print(error.failures)
+    ['attempt 1: 3 kinks on the line, more than hidden_dim=2']
+    """
 
     def __init__(self, failures: list[str]):
         self.failures = failures
@@ -86,6 +95,15 @@ class RecoveredReLU:
 
     For a victim with k outputs (logits) ``output_weights`` is (k, h), ``output_bias`` (k,) and
     ``linear`` (k, d), and a call returns (n, k).
+
+    Examples
+    --------
+    >>> net = RecoveredReLU(weights=np.array([[1.0, 0.0]]), biases=np.array([-1.0]),    # 2·ReLU(x₀ − 1) + 0.5
+    ...                     output_weights=np.array([2.0]), output_bias=0.5, linear=np.zeros(2), info={})
+    >>> net(np.array([[3.0, 0.0], [0.0, 5.0]])).tolist(), net.hidden_dim, net.input_dim
+    ([4.5, 0.5], 1, 2)
+    >>> float(net.as_jax_fn()(jnp.array([3.0, 0.0])))                 # the same network as a JAX function
+    4.5
     """
 
     weights: np.ndarray
@@ -657,6 +675,20 @@ def recover_relu(oracle: Oracle, rng_key: Array, *, hidden_dim: int | None = Non
     -------
     RecoveredReLU, callable on (n, d) → (n,) (or (n, k)), with ``weights`` (h, d), ``biases``,
     ``output_weights``, ``output_bias``, ``linear`` and ``info`` (queries per kind, attempts, failures).
+
+    Examples
+    --------
+    >>> A = jnp.array([[1.0, 2.0, 0.0], [0.0, -1.0, 1.0]])                 # h = 2 hidden units, d = 3
+    >>> victim = lambda x: jnp.array([1.5, -2.0]) @ jax.nn.relu(A @ x + jnp.array([0.5, -0.2])) + 0.3
+    >>> oracle = Oracle(victim, input_dim=3)
+    >>> net = recover_relu(oracle, jax.random.key(0), hidden_dim=2)
+    >>> net.hidden_dim, net.info["failures"]
+    (2, [])
+    >>> sorted((np.round(net.output_weights[:, None] * net.weights, 3) + 0.0).tolist())   # w_i·A_i: its units
+    [[0.0, 2.0, -2.0], [1.5, 3.0, 0.0]]
+    >>> x = np.random.default_rng(0).normal(size=(5, 3))
+    >>> bool(np.allclose(net(x), oracle.value(x), atol=1e-5))            # the same function
+    True
     """
     if not isinstance(oracle, Oracle):
         raise TypeError(f"oracle must be a jaxprobe.extract.Oracle, got {type(oracle).__name__}")

@@ -26,8 +26,8 @@ from jaxprobe.latent.vae import VAE, load_vae
 from jaxprobe.models.nets import MLP, LeNet5
 from jaxprobe.models.training import accuracy, as_model, fit, load_params, record_training, save_params
 
-__all__ = ["LENET5", "MNIST_MLP", "CLASSIFIER_SETTINGS", "WEIGHTS_DIR", "mnist_vae", "mnist_classifiers",
-           "train_mnist_classifiers"]
+# train_mnist_classifiers is the plumbing of `python -m jaxprobe.latent.train` (importable, not in the API reference).
+__all__ = ["LENET5", "MNIST_MLP", "CLASSIFIER_SETTINGS", "WEIGHTS_DIR", "mnist_vae", "mnist_classifiers"]
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
 LENET5 = LeNet5(num_classes=10, image_shape=(28, 28, 1))
@@ -47,13 +47,38 @@ def _path(directory: str, name: str) -> str:
 
 
 def mnist_vae(directory: str = WEIGHTS_DIR) -> VAE:
-    """The committed MNIST VAE (latent dimension 10, Appendix E), trained by ``python -m jaxprobe.latent.train``."""
+    """The committed MNIST VAE (latent dimension 10, Appendix E), trained by ``python -m jaxprobe.latent.train``.
+
+    Examples
+    --------
+    >>> vae = mnist_vae()
+    >>> vae.latent_dim, vae.image_shape
+    (10, (28, 28))
+    >>> images = vae.decode(jnp.zeros((3, 10)))                  # φ(z): three images (3, 28, 28) in [0, 1]
+    >>> images.shape, bool((images >= 0).all() and (images <= 1).all())
+    ((3, 28, 28), True)
+    """
     return load_vae(_path(directory, "mnist_vae.msgpack"))
 
 
 def mnist_classifiers(directory: str = WEIGHTS_DIR, *, output: str = "probabilities"
                       ) -> tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array], jax.Array]]:
-    """``(cnn, mlp)``: the committed LeNet5 and MLP as models of flat images ``(..., 784)`` → ``(..., 10)``."""
+    """``(cnn, mlp)``: the committed LeNet5 and MLP as models of flat images ``(..., 784)`` → ``(..., 10)``.
+
+    ``output="logits"`` gives logits instead of class probabilities.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent.data import mnist_digits
+    >>> from jaxprobe.models.training import accuracy
+    >>> cnn, mlp = mnist_classifiers()
+    >>> images, labels = mnist_digits()
+    >>> test_images, test_labels = images[::50].reshape(100, 784), labels[::50]   # 100 held-out digits
+    >>> cnn(test_images).shape                                    # class probabilities
+    (100, 10)
+    >>> accuracy(cnn, test_images, test_labels) > 0.9, accuracy(mlp, test_images, test_labels) > 0.9
+    (True, True)
+    """
     models = []
     for name in ("lenet5", "mlp"):
         module = _MODULES[name]

@@ -37,7 +37,18 @@ def _blocks(flat: np.ndarray) -> tuple[jax.Array, int]:
 
 
 def reconstruction_error(vae: Any, images: Any) -> np.ndarray:
-    """Per-image mean squared error of the VAE's reconstruction φ(μ(x)): ``(N,)`` for images ``(N, H, W)``."""
+    """Per-image mean squared error of the VAE's reconstruction φ(μ(x)): ``(N,)`` for images ``(N, H, W)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> vae = mnist_vae()
+    >>> decoded = vae.decode(jax.random.normal(jax.random.key(0), (8, 10)))   # images the VAE can make
+    >>> noise = np.random.default_rng(0).uniform(size=(8, 28, 28))          # images it cannot
+    >>> errors = reconstruction_error(vae, decoded)
+    >>> errors.shape, bool(errors.max() < reconstruction_error(vae, noise).min())
+    ((8,), True)
+    """
     from jaxprobe.latent.vae import VAE
 
     if not isinstance(vae, VAE):

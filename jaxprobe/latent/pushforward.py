@@ -60,6 +60,16 @@ def pushforward(probe: Callable, decoder: Any) -> Probe:
     Probe
         H on one latent ``(latent_dim,)``; composable with ``+`` and scalar ``*`` like any probe
         (e.g. ``pushforward(G, vae) + 0.5 * localize(z_anchor)`` localizes in latent space).
+
+    Examples
+    --------
+    >>> from jaxprobe.probes import localize
+    >>> G = localize(jnp.array([1.0, 2.0]))                      # G(x) = ‖x − (1, 2)‖² on data space
+    >>> H = pushforward(G, lambda z: 2.0 * z)                    # φ(z) = 2z: H(z) = G(2z)
+    >>> float(H(jnp.array([0.5, 1.0]))), float(H(jnp.zeros(2)))
+    (0.0, 5.0)
+    >>> float((H + 0.5 * localize(jnp.zeros(2)))(jnp.array([0.5, 1.0])))   # plus a localizer on z
+    0.625
     """
     probe = as_probe(probe)
     decode, _, _ = _decoder_fn(decoder)
@@ -68,7 +78,16 @@ def pushforward(probe: Callable, decoder: Any) -> Probe:
 
 
 def latent_logdensity(probe: Callable, decoder: Any, temperature: float) -> LogDensityFn:
-    """``log p(z) = −G(φ(z))/τ + log N(z; 0, I)`` (probing paper, Eq. 3 with G∘φ), for :func:`jaxprobe.sample`."""
+    """``log p(z) = −G(φ(z))/τ + log N(z; 0, I)`` (probing paper, Eq. 3 with G∘φ), for :func:`jaxprobe.sample`.
+
+    Examples
+    --------
+    >>> logdensity = latent_logdensity(lambda x: jnp.sum(x**2), lambda z: 2.0 * z, temperature=0.5)
+    >>> round(float(logdensity(jnp.zeros(2))), 4)                # G = 0: log N(0; 0, I₂) = −log 2π
+    -1.8379
+    >>> round(float(logdensity(jnp.ones(2))), 4)          # −G(2, 2)/τ − ½‖z‖² − log 2π = −16 − 1 − 1.8379
+    -18.8379
+    """
     return gibbs(pushforward(probe, decoder), temperature, StandardNormal())
 
 
@@ -82,6 +101,17 @@ class LatentSamples:
         The engine's :class:`jaxprobe.Samples`; ``samples.positions`` are the latents ``(chain, draw, latent_dim)``.
     images
         φ(z) for every draw: ``(chain, draw, H, W)`` for a VAE, else ``(chain, draw, *decoder output shape)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.probes import localize
+    >>> result = generate(jax.random.key(0), localize(jnp.array([0.5, 0.5])), jnp.tanh, temperature=0.1,
+    ...                   latent_dim=2, num_chains=8, num_samples=200, num_warmup=200, sampler="rwmh",
+    ...                   progress=False, convergence="ignore")       # what generate returns
+    >>> result.latents.shape, result.images.shape, result.flat_images().shape
+    ((8, 200, 2), (8, 200, 2), (1600, 2))
+    >>> bool(np.allclose(result.images, np.tanh(result.latents), atol=1e-6))   # images = φ(latents)
+    True
     """
 
     samples: Samples
@@ -98,7 +128,15 @@ class LatentSamples:
 
 
 def decode_draws(decoder: Any, latents: Any) -> np.ndarray:
-    """φ applied to every latent of ``latents`` ``(..., latent_dim)``; a VAE gives images ``(..., H, W)``."""
+    """φ applied to every latent of ``latents`` ``(..., latent_dim)``; a VAE gives images ``(..., H, W)``.
+
+    Examples
+    --------
+    >>> latents = np.zeros((2, 3, 2)); latents[1] = 1.0                # (chain, draw, latent_dim)
+    >>> images = decode_draws(lambda z: jnp.concatenate([z, -z]), latents)     # φ: (2,) -> (4,)
+    >>> images.shape, images[1, 0].tolist()
+    ((2, 3, 4), [1.0, 1.0, -1.0, -1.0])
+    """
     decode, latent_dim, image_shape = _decoder_fn(decoder)
     latents = jnp.asarray(latents)
     if latent_dim is not None and (latents.ndim < 1 or latents.shape[-1] != latent_dim):
@@ -160,6 +198,20 @@ def generate(
     -------
     LatentSamples
         ``samples`` (latents ``(chain, draw, latent_dim)``, diagnostics) and ``images`` = φ(z) per draw.
+
+    Examples
+    --------
+    A probe on data space x = φ(z) = tanh(z) ("x near (0.5, 0.5)"), sampled on z and decoded (with a VAE:
+    ``generate(key, probe, jaxprobe.latent.mnist_vae(), ...)``, images ``(chain, draw, 28, 28)``):
+
+    >>> from jaxprobe.probes import localize
+    >>> result = generate(jax.random.key(0), localize(jnp.array([0.5, 0.5])), jnp.tanh, temperature=0.1,
+    ...                   latent_dim=2, num_chains=8, num_samples=200, num_warmup=200, sampler="rwmh",
+    ...                   progress=False, convergence="ignore")       # a short demo run: no verdict
+    >>> result.latents.shape, result.images.shape
+    ((8, 200, 2), (8, 200, 2))
+    >>> bool(abs(result.images.mean() - 0.523) < 0.1)    # E[x] = 0.523 by quadrature (the prior pulls z to 0)
+    True
     """
     _, vae_latent_dim, _ = _decoder_fn(decoder)
     if latent_dim is not None:
@@ -211,6 +263,16 @@ def latent_walk(
         One chain of ``num_steps // thin + 1`` states, the first being ``start`` itself:
         ``latents[0]`` ``(num_steps // thin + 1, latent_dim)`` and the strip ``images[0]``
         ``(num_steps // thin + 1, H, W)`` starting with φ(start).
+
+    Examples
+    --------
+    >>> from jaxprobe.probes import localize
+    >>> walk = latent_walk(jax.random.key(0), localize(jnp.zeros(2)), jnp.tanh, jnp.array([2.0, -2.0]),
+    ...                    temperature=0.1, num_steps=200, step_size=0.05, thin=50)  # x = tanh(z) towards 0
+    >>> walk.latents.shape, walk.latents[0, 0].tolist()              # 200 / 50 + 1 states, from start
+    ((1, 5, 2), [2.0, -2.0])
+    >>> bool(np.abs(walk.images[0, -1]).max() < np.abs(walk.images[0, 0]).max())   # closer to x = 0
+    True
     """
     start = as_float_array(start, "start", dtype="positions")  # an array or a list; the working dtype
     if start.ndim != 1:

@@ -54,6 +54,21 @@ def train_mnist_vae(directory: str = WEIGHTS_DIR) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m jaxprobe.latent.train [--only vae|classifiers] [--directory DIR]``: retrain and save.
+
+    ``argv``: the command-line arguments (default: ``sys.argv[1:]``). Training all three models takes
+    minutes on a CPU; each one's ``training.json`` entry is printed as it is written.
+
+    Examples
+    --------
+    >>> try:
+    ...     main(["--help"])
+    ... except SystemExit as exit:                                 # argparse exits after printing the help
+    ...     print("exit status", exit.code)
+    usage: ... [-h] [--only {vae,classifiers}] [--directory DIRECTORY]
+    ...
+    exit status 0
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("vae", "classifiers"), default=None)
     parser.add_argument("--directory", default=WEIGHTS_DIR)

@@ -44,7 +44,19 @@ _FORMAT_VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class VAEConfig:
-    """Architecture of a :class:`VAE`: image ``(H, W)`` (both divisible by 4), latent size, conv features."""
+    """Architecture of a :class:`VAE`: image ``(H, W)`` (both divisible by 4), latent size, conv features.
+
+    Examples
+    --------
+    >>> VAEConfig()                                              # the paper's MNIST VAE (Appendix E)
+    VAEConfig(image_shape=(28, 28), latent_dim=10, features=(32, 64))
+    >>> VAEConfig(image_shape=(8, 8), latent_dim=2).num_pixels
+    64
+    >>> VAEConfig(image_shape=(10, 10))                          # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: image_shape must be (H, W) with H and W multiples of 4 (two stride-2 layers), got (10, 10)
+    """
 
     image_shape: tuple[int, int] = (28, 28)
     latent_dim: int = 10
@@ -72,7 +84,17 @@ class VAEConfig:
 
 
 class Encoder(nn.Module):
-    """q(z | x): images ``(..., H, W)`` in [0, 1] → ``(mean, log_variance)``, each ``(..., latent_dim)``."""
+    """q(z | x): images ``(..., H, W)`` in [0, 1] → ``(mean, log_variance)``, each ``(..., latent_dim)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> encoder = Encoder(latent_dim=10)                       # a new one: encoder.init(key, jnp.zeros((28, 28)))
+    >>> variables = {"params": mnist_vae().params["encoder"]}  # the committed VAE's trained encoder
+    >>> mean, log_variance = encoder.apply(variables, jnp.zeros((3, 28, 28)))   # a batch of 3 images
+    >>> mean.shape, log_variance.shape
+    ((3, 10), (3, 10))
+    """
 
     latent_dim: int
     features: Sequence[int] = (32, 64)
@@ -103,6 +125,18 @@ class ConvTranspose2x(nn.Module):
     patches followed by depth-to-space. Why: XLA:CPU computes the kernel gradient of Flax's
     lhs-dilated convolution about 30× slower than this matmul's, which made VAE training take hours.
     Inputs ``(..., h, w, C_in)`` → ``(..., 2h, 2w, features)``.
+
+    Examples
+    --------
+    >>> import flax.linen as nn
+    >>> x = jax.random.normal(jax.random.key(0), (1, 4, 4, 2))             # (batch, h, w, C_in)
+    >>> layer = ConvTranspose2x(features=3)
+    >>> variables = layer.init(jax.random.key(1), x)
+    >>> layer.apply(variables, x).shape
+    (1, 8, 8, 3)
+    >>> flax_layer = nn.ConvTranspose(3, (3, 3), strides=(2, 2), padding="SAME")   # the same parameters
+    >>> bool(jnp.allclose(layer.apply(variables, x), flax_layer.apply(variables, x), atol=1e-5))
+    True
     """
 
     features: int
@@ -135,7 +169,17 @@ class ConvTranspose2x(nn.Module):
 
 
 class Decoder(nn.Module):
-    """φ's logits: latents ``(..., latent_dim)`` → Bernoulli logits ``(..., H, W)``."""
+    """φ's logits: latents ``(..., latent_dim)`` → Bernoulli logits ``(..., H, W)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> decoder = Decoder(image_shape=(28, 28))                # a new one: decoder.init(key, jnp.zeros(10))
+    >>> variables = {"params": mnist_vae().params["decoder"]}  # the committed VAE's trained decoder
+    >>> logits = decoder.apply(variables, jnp.zeros((3, 10)))  # 3 latents -> Bernoulli logits
+    >>> logits.shape, bool(jnp.allclose(jax.nn.sigmoid(logits), mnist_vae().decode(jnp.zeros((3, 10))), atol=1e-6))
+    ((3, 28, 28), True)
+    """
 
     image_shape: tuple[int, int]
     features: Sequence[int] = (32, 64)
@@ -166,7 +210,17 @@ def _init_params(rng_key: PRNGKey, config: VAEConfig) -> dict:
 
 def kl_to_standard_normal(mean: Array, log_variance: Array) -> Array:
     """KL(N(mean, diag exp(log_variance)) ‖ N(0, I)) = ½ Σ (μ² + σ² − log σ² − 1), summed over the last axis
-    (the VAE's prior term; :func:`jaxprobe.reconstruct.gaussian_kl` is the KL between two full Gaussians)."""
+    (the VAE's prior term; :func:`jaxprobe.reconstruct.gaussian_kl` is the KL between two full Gaussians).
+
+    Examples
+    --------
+    >>> float(kl_to_standard_normal(jnp.zeros(3), jnp.zeros(3)))          # q = N(0, I): no divergence
+    0.0
+    >>> float(kl_to_standard_normal(jnp.array([1.0, 0.0]), jnp.zeros(2)))  # ½ μ²
+    0.5
+    >>> kl_to_standard_normal(jnp.zeros((4, 3)), jnp.zeros((4, 3))).shape   # one per row
+    (4,)
+    """
     return 0.5 * jnp.sum(mean**2 + jnp.exp(log_variance) - log_variance - 1.0, axis=-1)
 
 
@@ -178,6 +232,14 @@ def negative_elbo(params: dict, config: VAEConfig, rng_key: PRNGKey, images: Arr
     """Per-image negative ELBO ``(N,)`` of images ``(N, H, W)`` in [0, 1], one reparameterized z each.
 
     ``Σ_pixels BCE(x, sigmoid(logits)) + KL(q(z|x) ‖ N(0, I))`` (Appendix E's bitwise entropy).
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> vae = mnist_vae()                                        # params and config of a trained VAE
+    >>> loss = negative_elbo(vae.params, vae.config, jax.random.key(0), jnp.full((3, 28, 28), 0.5))
+    >>> loss.shape, bool((loss >= 784 * np.log(2)).all())    # 3 grey images: BCE against ½ ≥ log 2 a pixel; KL ≥ 0
+    ((3,), True)
     """
     encoder, decoder = _modules(config)
     mean, log_variance = encoder.apply({"params": params["encoder"]}, images)
@@ -193,6 +255,14 @@ class VAE:
     """A trained VAE: ``config`` and ``params`` (``{"encoder": ..., "decoder": ...}``).
 
     Images are ``(..., H, W)`` arrays in [0, 1]; latents are ``(..., latent_dim)``.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> vae = mnist_vae()                                        # or train_vae(...) / load_vae(path)
+    >>> mean, log_variance = vae.encode(jnp.zeros((3, 28, 28)))   # q(z | x) of 3 blank images
+    >>> mean.shape, vae.decode(mean).shape, vae.decoder()(mean[0]).shape   # images; one flat image for probes
+    ((3, 10), (3, 28, 28), (784,))
     """
 
     config: VAEConfig
@@ -291,6 +361,16 @@ def train_vae(
     -------
     (VAE, losses)
         The trained model and the mean negative ELBO per image of each step's batch, ``(num_steps,)``.
+
+    Examples
+    --------
+    >>> images = np.random.default_rng(0).uniform(0.7, 0.9, size=(16, 4, 4)).astype(np.float32)  # 16 light 4×4
+    >>> vae, losses = train_vae(0, images, latent_dim=2, features=(2, 2), num_steps=50, batch_size=8,
+    ...                         learning_rate=1e-2)
+    >>> vae.latent_dim, vae.image_shape, losses.shape
+    (2, (4, 4), (50,))
+    >>> bool(losses[-10:].mean() < losses[:10].mean())          # the negative ELBO went down
+    True
     """
     rng_key = canonicalize_key(rng_key)
     images = _check_training_images(images)
@@ -333,7 +413,18 @@ def _train(rng_key, images, config, num_steps, batch_size, learning_rate):
 
 
 def save_vae(path: str | os.PathLike, vae: VAE) -> None:
-    """Write the VAE's architecture and weights to ``path`` (flax msgpack; atomic: never a half-written file)."""
+    """Write the VAE's architecture and weights to ``path`` (flax msgpack; atomic: never a half-written file).
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> vae = mnist_vae()
+    >>> save_vae("vae.msgpack", vae)
+    >>> copy = load_vae("vae.msgpack")
+    >>> copy.config == vae.config, jax.tree_util.tree_all(jax.tree_util.tree_map(
+    ...     lambda a, b: bool(jnp.array_equal(a, b)), copy.params, vae.params))
+    (True, True)
+    """
     if not isinstance(vae, VAE):
         raise TypeError(f"vae must be a jaxprobe.latent.VAE, got {type(vae).__name__}")
     state = {
@@ -349,7 +440,21 @@ def save_vae(path: str | os.PathLike, vae: VAE) -> None:
 
 
 def load_vae(path: str | os.PathLike) -> VAE:
-    """Read a VAE written by :func:`save_vae`; the weights are checked against the architecture."""
+    """Read a VAE written by :func:`save_vae`; the weights are checked against the architecture.
+
+    Examples
+    --------
+    >>> from jaxprobe.latent import mnist_vae
+    >>> save_vae("vae.msgpack", mnist_vae())
+    >>> load_vae("vae.msgpack").config
+    VAEConfig(image_shape=(28, 28), latent_dim=10, features=(32, 64))
+    >>> with open("notes.msgpack", "wb") as stream:
+    ...     _ = stream.write(b"not weights")
+    >>> load_vae("notes.msgpack")                                # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: 'notes.msgpack' is not ...
+    """
     with open(path, "rb") as stream:
         data = stream.read()
     try:

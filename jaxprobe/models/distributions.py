@@ -20,7 +20,17 @@ __all__ = ["PointMass", "GaussianPerturbation", "Ensemble", "PosteriorSamples", 
 
 
 def num_draws(draws: ArrayTree) -> int:
-    """K, the leading axis shared by every leaf of stacked draws."""
+    """K, the leading axis shared by every leaf of stacked draws.
+
+    Examples
+    --------
+    >>> num_draws({"w": jnp.zeros((5, 3)), "b": jnp.zeros(5)})   # 5 draws of {"w": (3,), "b": ()}
+    5
+    >>> num_draws({"w": jnp.zeros((5, 3)), "b": jnp.zeros(4)})   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: stacked parameter draws must share one leading axis, got sizes [4, 5]
+    """
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(draws)}
     if len(sizes) != 1:
         raise ValueError(f"stacked parameter draws must share one leading axis, got sizes {sorted(sizes)}")

@@ -523,6 +523,19 @@ class CategoricalInput:
     (k − ½, k + ½] is category k, outside (−½, K − ½] unknown), ``"exact"`` (``v`` equal to a value, any other
     value unknown) or ``"nearest"`` (the nearest value); ``read_as_number``: another step reads the same raw
     value as a number too; ``step``: the encoder's step label.
+
+    Examples
+    --------
+    >>> from sklearn.compose import make_column_transformer
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import OneHotEncoder
+    >>> x = np.array([[0.0, 1.2], [1.0, -0.3], [2.0, 0.5], [1.0, 2.0], [0.0, -1.0], [2.0, 0.1]])
+    >>> encode = make_column_transformer((OneHotEncoder(), [0]), remainder="passthrough")   # column 0: a category
+    >>> pipeline = make_pipeline(encode, LogisticRegression()).fit(x, [0, 1, 1, 0, 0, 1])
+    >>> (column,) = from_sklearn(pipeline).categorical              # one CategoricalInput per such column
+    >>> column.column, column.kind, column.values.tolist(), column.reading
+    (0, 'one-hot', [0.0, 1.0, 2.0], 'exact')
     """
 
     column: int | None
@@ -567,6 +580,22 @@ def categorical_inputs_read_by(fn: Callable[[Array], Array], dim: int) -> tuple[
     control flow. Pipelines whose raw row is not ``dim`` long read something other than x and are left
     out. Returns ``(model name, CategoricalInput)`` pairs; ``()`` at no cost when this process has imported
     no such Pipeline.
+
+    Examples
+    --------
+    >>> from sklearn.compose import make_column_transformer
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import OneHotEncoder
+    >>> x = np.array([[0.0, 1.2], [1.0, -0.3], [2.0, 0.5], [1.0, 2.0], [0.0, -1.0], [2.0, 0.1]])
+    >>> encode = make_column_transformer((OneHotEncoder(), [0]), remainder="passthrough")   # column 0: a category
+    >>> pipeline = make_pipeline(encode, LogisticRegression()).fit(x, [0, 1, 1, 0, 0, 1])
+    >>> model = from_sklearn(pipeline)
+    >>> probe = jax.jit(lambda x: 1.0 - model(x)[1])                  # anything that calls the model on x
+    >>> [(record.column, record.kind) for _, record in categorical_inputs_read_by(probe, 2)]
+    [(0, 'one-hot')]
+    >>> categorical_inputs_read_by(lambda x: jnp.sum(x**2), 2)       # a function that calls no such model
+    ()
     """
     if not _CATEGORICAL_MODELS:
         return ()
@@ -601,6 +630,20 @@ class UnsupportedStepError(ValueError, TypeError):
 
     A ``ValueError`` (a value the function cannot take) and a ``TypeError`` (what ``from_sklearn``
     raises for an unsupported estimator), so either ``except`` catches it.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import FunctionTransformer
+    >>> x = np.random.default_rng(0).uniform(size=(20, 2))
+    >>> pipeline = make_pipeline(FunctionTransformer(np.log1p), LinearRegression()).fit(x, x.sum(1))
+    >>> try:
+    ...     from_sklearn(pipeline)
+    ... except UnsupportedStepError as error:                     # also a ValueError and a TypeError
+    ...     print(error)
+    from_sklearn cannot import step 'functiontransformer' (FunctionTransformer): FunctionTransformer(func=...)
+    runs arbitrary Python; only FunctionTransformer() without func (the identity) is imported
     """
 
 

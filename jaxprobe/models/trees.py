@@ -113,6 +113,18 @@ class TreeEnsembleModel:
       ``(T, 2^D)``, the flat leaf index ``t · N + node`` each complete leaf stands for). A leaf shallower than D
       becomes a subtree whose padding nodes test ``x[0] <= +inf`` and whose leaves all carry its value and index,
       so the complete tree sends every ``x`` to a leaf of the same value and index as the original.
+
+    Examples
+    --------
+    One stump, ``x[1] <= 0.5`` → −1 else +1 (node 0 tests, nodes 1 and 2 are leaves):
+
+    >>> stump = TreeEnsembleModel(feature=[[1, 0, 0]], threshold=[[0.5, 0.0, 0.0]], left=[[1, 1, 2]],
+    ...                           right=[[2, 1, 2]], leaf_values=[[[0.0], [-1.0], [1.0]]], base_score=[0.0],
+    ...                           link="identity", num_features=2)
+    >>> float(stump(jnp.array([9.0, 0.2]))), float(stump(jnp.array([9.0, 0.7])))
+    (-1.0, 1.0)
+    >>> stump.split_counts.tolist(), float(stump.split_thresholds[1, 0])   # feature 1 is split once, at 0.5
+    ([0, 1], 0.5)
     """
 
     differentiable = False
@@ -659,6 +671,19 @@ def tree_ensemble_from_sklearn(estimator: Any) -> TreeEnsembleModel:
     Returns a model of ONE input ``(d,)`` giving ``(K,)`` probabilities or a scalar.
     Raises ``TypeError`` for an unfitted or unsupported estimator, ``ValueError`` for an
     unsupported configuration (multi-output, a custom init estimator).
+
+    Examples
+    --------
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from jaxprobe import datasets
+    >>> data = datasets.iris()
+    >>> forest = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(data.x, data.y)
+    >>> model = tree_ensemble_from_sklearn(forest)                 # one row (4,) -> probabilities (3,)
+    >>> probabilities = model.predict_batch(data.x)                 # jit(vmap(model)) over rows (n, 4)
+    >>> model.num_trees, probabilities.shape
+    (5, (150, 3))
+    >>> bool(np.allclose(probabilities, forest.predict_proba(data.x), atol=1e-6))   # as sklearn predicts
+    True
     """
     try:
         from sklearn import ensemble, tree
@@ -741,6 +766,19 @@ def tree_ensemble_from_xgboost(model: Any, iteration_range: tuple[int, int] | No
     Not supported (``ValueError``): ``gblinear`` and ``dart`` boosters, categorical splits,
     vector-leaf (multi-target) trees, other objectives (e.g. ``binary:logitraw``, ranking,
     survival), per-row ``base_margin``. Raises ``ImportError`` when xgboost is not installed.
+
+    Examples
+    --------
+    >>> from xgboost import XGBClassifier
+    >>> from jaxprobe import datasets
+    >>> data = datasets.breast_cancer()
+    >>> booster = XGBClassifier(n_estimators=10, max_depth=2).fit(data.x, data.y)
+    >>> model = tree_ensemble_from_xgboost(booster)                # one row (30,) -> [1 − p, p]
+    >>> probabilities = model.predict_batch(data.x)                 # jit(vmap(model)) over rows (n, 30)
+    >>> model.num_trees, probabilities.shape
+    (10, (569, 2))
+    >>> bool(np.allclose(probabilities, booster.predict_proba(data.x), atol=1e-5))   # as xgboost predicts
+    True
     """
     try:
         import xgboost

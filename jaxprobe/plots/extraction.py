@@ -22,6 +22,17 @@ def plot_queries_per_unit(rows: Sequence[dict[str, Any]], path: str | None = Non
 
     ``rows``: the ``relu`` list of ``benchmarks/results/extraction.json`` (keys d, h, bias, jaxprobe,
     sequential_numpy). Returns the matplotlib Figure (saved to ``path`` if given).
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> rows = [{"d": 8, "h": h, "bias": True, "jaxprobe": {"gradient_queries_per_unit": q}}
+    ...         for h, q in ((4, 6.5), (16, 7.0), (64, 8.2))]               # as recover_relu's info counts them
+    >>> fig = plot_queries_per_unit(rows, path="queries.png")
+    >>> len(fig.axes), [line.get_label() for line in fig.axes[0].lines]
+    (1, ['recover_relu d=8'])
+    >>> plt.close(fig)
     """
     plt = _pyplot()
     if not rows:
@@ -53,6 +64,20 @@ def plot_distillation(rows: Sequence[dict[str, Any]], path: str | None = None):
     line per query kind (membership, gradient, SmoothGrad): the paper's Figures 2-4.
 
     ``rows``: the ``distill`` list of ``benchmarks/results/extraction.json``. Returns the Figure.
+
+    Examples
+    --------
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> setting = {"dataset": "digits", "victim": "mlp", "student": "mlp", "queries_from": "data",
+    ...            "victim_accuracy": 0.97}
+    >>> rows = [dict(setting, kind=kind, num_queries=n, student_accuracy=accuracy)
+    ...         for kind, n, accuracy in (("membership", 100, 0.6), ("membership", 1000, 0.85),
+    ...                                   ("gradient", 100, 0.8), ("gradient", 1000, 0.95))]
+    >>> fig = plot_distillation(rows)                               # one panel per setting
+    >>> len(fig.axes), [line.get_label() for line in fig.axes[0].lines][:2]
+    (1, ['membership', 'gradient'])
+    >>> plt.close(fig)
     """
     plt = _pyplot()
     if not rows:

@@ -39,6 +39,14 @@ def image_grid(images: Any, path: str | os.PathLike, *, num_columns: int = 8, ti
     """Write images ``(N, H, W)`` (grey levels in [0, 1]) as a grid PNG, ``num_columns`` per row.
 
     ``titles``: one short label per image (e.g. the predicted classes, ``"CNN 8 / MLP 8"``).
+
+    Examples
+    --------
+    >>> images = np.random.default_rng(0).uniform(size=(6, 8, 8))          # 6 grey 8×8 images
+    >>> image_grid(images, "grid.png", num_columns=3, titles=[f"image {i}" for i in range(6)])
+    >>> with open("grid.png", "rb") as stream:
+    ...     stream.read(4)                                            # a PNG file
+    b'\x89PNG'
     """
     import matplotlib
 
@@ -71,7 +79,16 @@ def latent_walk_strip(images: Any, path: str | os.PathLike, *, labels: Sequence[
                       max_images: int = 16, image_shape: Sequence[int] | None = None,
                       title: str | None = None) -> None:
     """Write one chain's decoded images ``(T, H, W)`` as a strip (Fig. 4 left), at most ``max_images`` evenly
-    spaced frames from the first to the last; ``labels`` (one per frame of ``images``) are shown above them."""
+    spaced frames from the first to the last; ``labels`` (one per frame of ``images``) are shown above them.
+
+    Examples
+    --------
+    >>> frames = np.linspace(0.0, 1.0, 10)[:, None, None] * np.ones((10, 8, 8))   # a walk from black to white
+    >>> latent_walk_strip(frames, "walk.png", labels=[f"step {t}" for t in range(10)], max_images=4)
+    >>> with open("walk.png", "rb") as stream:
+    ...     stream.read(4)                                            # frames 0, 3, 6 and 9 in one PNG
+    b'\x89PNG'
+    """
     images = _as_images(images, image_shape)
     if labels is not None and len(labels) != len(images):
         raise ValueError(f"labels must have one entry per image ({len(images)}), got {len(labels)}")

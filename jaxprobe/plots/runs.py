@@ -26,7 +26,17 @@ def plot_sweep(path: str, rows: list[dict[str, Any]], x_axis: str, y: str = "pro
     """``y`` (a table column, default the mean probe value) against the numeric axis ``x_axis``, one line
     per value of ``group_by``; failed cells are left out. Where the table has ``y``'s Monte-Carlo standard error
     (``probe_mean`` → ``probe_mcse``; any column ``c`` → ``c_mcse``), error bars of ±1.96 MCSE (95%) are drawn.
-    Written atomically as PNG."""
+    Written atomically as PNG.
+
+    Examples
+    --------
+    >>> rows = [{"temperature": t, "sampler": sampler, "status": "ok", "probe_mean": 2 * t, "probe_mcse": 0.01}
+    ...         for t in (0.1, 0.3, 1.0) for sampler in ("mala", "rwmh")]        # a sweep's table
+    >>> plot_sweep("sweep.png", rows, x_axis="temperature", group_by="sampler")
+    >>> with open("sweep.png", "rb") as stream:
+    ...     stream.read(4)
+    b'\x89PNG'
+    """
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(5, 3.5))
     # Unconverged cells have values too: drawn, as hollow markers (their answers are not to be trusted).
