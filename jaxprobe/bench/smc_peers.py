@@ -14,8 +14,8 @@ Closed form: the posterior is ``Σ_j π_j N(a_j/(1+s²), s²/(1+s²) I)`` with `
 modes are ≥ 7 posterior standard deviations apart: misassignment is negligible).
 
 Each sampler answers every question with N particles for ``seeds`` seeds (vmapped: one compiled program per
-sampler and question): the mode shares (jaxprobe: its equally weighted final particles, as ``generate``'s chains
-start from them; BlackJAX: its weighted final particles) and log Z. Reported: the
+sampler and question): the mode shares (jaxprobe: its final particles as ``generate`` reports them, each independent
+group weighted by its evidence estimate; BlackJAX: its weighted final particles) and log Z. Reported: the
 spread (standard deviation over seeds) of each share and of log Z, the mean error (bias) and the root mean
 square error, and the gradient evaluations (summed over particles and stages; jaxprobe counts them in
 ``SMCInfo.num_gradient_evaluations``, BlackJAX's are ``stages × N × (1 + num_mcmc_steps × L)``: one gradient
@@ -61,6 +61,7 @@ from scipy.stats import multivariate_normal
 import jaxprobe
 from jaxprobe.bench import results_dir, write_results
 from jaxprobe.engine.kernels import SMC
+from jaxprobe.engine import estimates
 from jaxprobe.engine.smc import tempered_smc
 
 RESULTS = results_dir()
@@ -142,7 +143,10 @@ def _shares(modes: jax.Array, weights: jax.Array, num_modes: int) -> jax.Array:
 
 
 def run_jaxprobe(question: dict, keys: jax.Array, num_particles: int, options: dict):
-    """Shares ``(S, K)``, log Z ``(S,)`` and gradient evaluations ``(S,)`` of jaxprobe's tempered SMC per seed."""
+    """Shares ``(S, K)``, log Z ``(S,)``, gradient evaluations ``(S,)``, share MCSE ``(S, K)`` and log Z se ``(S,)``
+    of jaxprobe's tempered SMC per seed. The shares and their MCSE are what ``generate`` reports from the
+    particles (:func:`jaxprobe.engine.estimates.particle_observed`: the groups' means weighted by their evidence
+    estimates), computed on the host after the vmapped runs."""
     prior, tilt, mode = _functions(question)
     num_modes = len(question["weights"])
     groups = options.get("num_groups", 8)
@@ -151,14 +155,15 @@ def run_jaxprobe(question: dict, keys: jax.Array, num_particles: int, options: d
         key_init, key_run = jax.random.split(key)
         particles = jax.random.normal(key_init, (num_particles, question["dim"]))
         result = tempered_smc(key_run, prior, tilt, particles, **options)
-        in_mode = jax.nn.one_hot(jax.vmap(mode)(result.particles), num_modes)  # (N, K)
-        group_shares = in_mode.reshape(groups, -1, num_modes).mean(axis=1)  # (G, K): independent systems
-        share_se = jnp.std(group_shares, axis=0, ddof=1) / math.sqrt(groups) if groups > 1 else jnp.full(
-            num_modes, jnp.nan)
-        return (in_mode.mean(axis=0), result.log_evidence, jnp.sum(result.info.num_gradient_evaluations),
-                share_se, result.log_evidence_se)
+        in_mode = jax.nn.one_hot(jax.vmap(mode)(result.particles), num_modes, dtype=jnp.int8)  # (N, K)
+        return (in_mode, result.log_evidence, jnp.sum(result.info.num_gradient_evaluations),
+                result.group_log_evidence, result.log_evidence_se)
 
-    return jax.jit(jax.vmap(one))(keys)
+    in_mode, log_z, grads, group_log_evidence, log_z_se = jax.jit(jax.vmap(one))(keys)
+    found = [estimates.particle_observed(np.asarray(values, np.float64), groups, evidence)
+             for values, evidence in zip(np.asarray(in_mode), np.asarray(group_log_evidence))]
+    return (np.stack([estimate.mean for estimate in found]), log_z, grads,
+            np.stack([estimate.mcse for estimate in found]), log_z_se)
 
 
 def run_blackjax(question: dict, keys: jax.Array, num_particles: int, num_mcmc_steps: int, leapfrog: int,
