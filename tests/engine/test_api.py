@@ -112,7 +112,9 @@ def test_nonfinite_proposals_are_rejected_and_counted(sampler, bad_value):
 # ---------------------------------------------------------------- reproducibility, compilation
 
 
-@pytest.mark.parametrize("sampler, chunk_sizes", [("mala", (None, 1, 5, 12)), ("hmc", (None, 5))])
+# HMC's chunk invariance in the slow pass (the default run's time; MALA's checks the same driver here).
+@pytest.mark.parametrize("sampler, chunk_sizes", [("mala", (None, 1, 5, 12)),
+                                                  pytest.param("hmc", (None, 5), marks=pytest.mark.slow)])
 def test_same_key_same_samples_for_any_chunk_size(sampler, chunk_sizes):
     runs = [
         jaxprobe.sample(7, std_normal, _init(), sampler=sampler, num_samples=12, num_warmup=20, thin=3,
@@ -197,7 +199,8 @@ def test_float64_input_without_x64_runs_in_float32():
 # ---------------------------------------------------------------- interrupted runs
 
 
-@pytest.mark.parametrize("sampler", ["mala", "chees"])
+# ChEES (a cross-chain warmup state on file) in the slow pass: 35 s of compiles; MALA's run checks the driver here.
+@pytest.mark.parametrize("sampler", ["mala", pytest.param("chees", marks=pytest.mark.slow)])
 def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sampler):
     from jaxprobe.engine import api
 

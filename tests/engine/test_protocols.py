@@ -211,6 +211,7 @@ def _shifted_probe(shift):
     return jaxprobe.probes.Probe(lambda x: 0.5 * jnp.sum((x - shift) ** 2))
 
 
+@pytest.mark.slow  # 18 s; the registered kernel's own known answer stays in the default run
 def test_barker_through_generate_and_sweep(barker_registered):
     shift = np.array([2.0, -1.0], np.float32)
     prior = jaxprobe.priors.StandardNormal()
