@@ -44,7 +44,10 @@ def test_generate_and_a_one_cell_sweep_give_bit_identical_draws(kind):
 @pytest.mark.parametrize("kind", [pytest.param("onehot", marks=pytest.mark.slow), "integer"])
 def test_batched_cells_ask_the_same_question_as_generate(kind):
     """Cells of a batched program sample the question generate samples (one-hot relaxation prior included),
-    from the same starting points: equal draws up to float32 rounding of a different program."""
+    from the same starting points: equal draws up to float32 rounding of a different program. Measured: every
+    position within 7.2e-7 of generate's on JAX 0.10 and 0.12 (92-99% bit-identical; XLA versions round a few
+    operations of the two programs differently), while a chain that parted from generate's would differ by
+    the scale of the target (~1)."""
     prior = jaxprobe.priors.DiagonalGaussian(np.zeros(5), np.full(5, 1.5))
     key = jax.random.key(4)
     swept = jaxprobe.sweep(key, PROBE, {"temperature": [0.1, 0.3]}, seed=1, prior=prior,
@@ -53,7 +56,7 @@ def test_batched_cells_ask_the_same_question_as_generate(kind):
         direct = jaxprobe.generate(jax.random.fold_in(key, 1), PROBE, temperature=row["temperature"], prior=prior,
                                    constraints=RESTRICTIONS[kind], step_size=0.05, **OPTIONS)
         np.testing.assert_allclose(samples.logdensity, direct.logdensity, rtol=1e-4, atol=1e-4)
-        assert np.mean(samples.positions == direct.positions) > 0.95
+        np.testing.assert_allclose(samples.positions, direct.positions, rtol=0, atol=1e-5)
 
 
 def test_question_splits_into_reference_and_tilt():

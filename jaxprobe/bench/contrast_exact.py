@@ -15,9 +15,10 @@ below the peak by > 150 nats). Beyond the wide grid G does not fall below its ri
 the prior alone is < e^-450.
 
 SMC: ``seeds`` runs of :func:`jaxprobe.engine.smc.tempered_smc` (the ``sampler="smc"`` start, 8 groups) with
-``n`` particles per group: the mean of the equally weighted final particles' answers over seeds, its bias
-against the quadrature and the bias in standard errors of that mean. The particles carry the O(1/n) bias of
-n-particle systems (:mod:`jaxprobe.engine.smc`, "The price of the groups").
+``n`` particles per group: the mean over seeds of the final particles' answers, its bias against the quadrature
+and the bias in standard errors of that mean, for two estimators: the groups weighted by their evidence
+estimates (what jaxprobe reports) and the plain particle mean, which carries the O(1/n) bias of n-particle
+systems (:mod:`jaxprobe.engine.smc`, "The price of the groups").
 
 Run: python -m jaxprobe.bench.contrast_exact [--quick] [--out DIR]
 Default: grids n = 800, 1600, 3200 on [−1.6, 1.6]², 100 SMC seeds of 8 × 128 particles and 40 of 8 × 512, writes
@@ -99,7 +100,11 @@ def grid_answer(q: dict[str, Any], half: float, num: int, chunk: int = 1 << 16) 
 def smc_bias(q: dict[str, Any], exact: dict[str, float], seeds: int, group_size: int, num_groups: int = 8,
              num_mcmc_steps: int = 5) -> dict[str, Any]:
     """``seeds`` tempered SMC runs (``num_groups`` groups of ``group_size`` particles) from N(0, I): per field
-    the mean over seeds of the equally weighted particles' answer, its standard error, and the bias."""
+    and estimator the mean over seeds of the particles' answer, its standard error, and the bias. Estimators:
+    ``"weighted"``, the groups' means weighted by their evidence estimates (what ``generate`` and ``jaxprobe run``
+    report: :func:`jaxprobe.engine.estimates.particle_observed`), and ``"equal"``, the plain particle mean
+    (before the weighting; its O(1/n) bias is what the weighting removes)."""
+    from jaxprobe.engine import estimates
     from jaxprobe.engine.smc import tempered_smc
 
     values = jax.jit(jax.vmap(q["values"]))
@@ -113,14 +118,18 @@ def smc_bias(q: dict[str, Any], exact: dict[str, float], seeds: int, group_size:
         key = jax.random.key(1000 + seed)
         start = jax.random.normal(jax.random.fold_in(key, 1), (num_groups * group_size, 2))
         result = tempered_smc(key, reference, tilt, start, num_groups=num_groups, num_mcmc_steps=num_mcmc_steps)
-        answer = np.asarray(values(result.particles), np.float64).mean(axis=0)
-        rows.append([answer[0], answer[1], float(result.log_evidence)])
+        per_particle = np.asarray(values(result.particles), np.float64)
+        weighted = estimates.particle_observed(per_particle, num_groups, result.group_log_evidence).mean
+        equal = per_particle.mean(axis=0)
+        rows.append([weighted[0], weighted[1], equal[0], equal[1], float(result.log_evidence)])
     rows = np.asarray(rows)
     out = {"seeds": seeds, "group_size": group_size, "num_groups": num_groups, "num_mcmc_steps": num_mcmc_steps}
-    for i, name in enumerate(FIELDS + ("log_evidence",)):
+    columns = [(name, "weighted") for name in FIELDS] + [(name, "equal") for name in FIELDS] + [
+        ("log_evidence", "groups' mean evidence")]
+    for i, (name, estimator) in enumerate(columns):
         mean, se = float(rows[:, i].mean()), float(rows[:, i].std(ddof=1) / np.sqrt(seeds))
-        out[name] = {"mean": mean, "se": se, "sd_per_run": float(rows[:, i].std(ddof=1)),
-                     "bias": mean - exact[name], "bias_in_se": (mean - exact[name]) / se}
+        out.setdefault(name, {})[estimator] = {"mean": mean, "se": se, "sd_per_run": float(rows[:, i].std(ddof=1)),
+                                               "bias": mean - exact[name], "bias_in_se": (mean - exact[name]) / se}
     return out
 
 
@@ -135,13 +144,14 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", f"Wide grid [−{WIDE}, {WIDE}]², n = {wide['num']}: largest log density below the peak by ring "
               f"(radius: nats) {wide['max_logdensity_below_peak_by_ring']}", "",
               f"Exact (finest grid): {result['exact']}", "",
-              "| SMC groups × particles | MCMC steps | seeds | field | mean ± se | bias | bias / se |",
-              "|---|---|---|---|---|---|---|"]
+              "| SMC groups × particles | MCMC steps | seeds | field | estimator | mean ± se | bias | bias / se |",
+              "|---|---|---|---|---|---|---|---|"]
     for run in result["smc"]:
         for name in FIELDS + ("log_evidence",):
-            v = run[name]
-            lines.append(f"| {run['num_groups']} × {run['group_size']} | {run['num_mcmc_steps']} | {run['seeds']} | "
-                         f"{name} | {v['mean']:.4f} ± {v['se']:.4f} | {v['bias']:+.4f} | {v['bias_in_se']:+.1f} |")
+            for estimator, v in run[name].items():
+                lines.append(f"| {run['num_groups']} × {run['group_size']} | {run['num_mcmc_steps']} | "
+                             f"{run['seeds']} | {name} | {estimator} | {v['mean']:.4f} ± {v['se']:.4f} | "
+                             f"{v['bias']:+.4f} | {v['bias_in_se']:+.1f} |")
     return "\n".join(lines) + "\n"
 
 
