@@ -65,6 +65,7 @@ def test_gpu_benchmark_tiny_mode_records_every_field(tmp_path):
     assert "device_memory_end" in result and _positive(result["total_seconds"])
 
 
+@pytest.mark.slow  # 13 s: a benchmark script end to end
 def test_compile_benchmark_quick_mode_records_every_field(tmp_path):
     result = _run("compile.py", ["--quick", "--samplers", "mala"], tmp_path, timeout=600)
     assert result["quick"] is True and result["samplers"] == ["mala"]

@@ -48,6 +48,7 @@ def _decode(x):
                          "note": "ok"})
 
 
+@pytest.mark.slow  # 17 s
 def test_generate_samples_a_one_hot_string_column_exactly():
     """The issue's case: Pipeline(ColumnTransformer(OneHotEncoder on a string column, passthrough numerics),
     LogisticRegression), a Gaussian prior and no constraint on the column. generate adds Integer + Box(−½, 3½)

@@ -78,6 +78,7 @@ def test_priors_oracle_and_reconstruction_data_take_dataframes_and_lists():
 # ---------------------------------------------------------------- 2. real data rows on the bounds
 
 
+@pytest.mark.slow  # 15 s
 def test_real_rows_on_every_features_min_and_max_start_inside_a_closed_box():
     data = jaxprobe.datasets.breast_cancer()
     x = data.standardize(data.x).astype(np.float64)

@@ -81,6 +81,7 @@ def _mappings() -> int:
         return sum(1 for _ in maps)
 
 
+@pytest.mark.slow  # 12 s: compiles many questions on purpose
 def test_many_questions_in_one_process_do_not_keep_every_program(monkeypatch):
     """Each new question through ``sample`` compiles its programs; once ``maxsize`` newer questions have run,
     the old question and its programs are gone (on Linux: the process's memory mappings stop growing)."""

@@ -262,7 +262,7 @@ def _one_dimensional_truth(model, log_prior, low, high, tau=1.0, points=400_001)
     return mean, weight @ (axis - mean) ** 2
 
 
-@pytest.mark.parametrize("kind", ["mixture", "flat_box", "gaussian_box_far_tail"])
+@pytest.mark.parametrize("kind", [pytest.param("mixture", marks=pytest.mark.slow), "flat_box", "gaussian_box_far_tail"])
 def test_other_priors_match_one_dimensional_quadrature(kind):
     """A Gaussian mixture (data augmentation of the component), no prior within Box bounds, and a Gaussian
     prior whose mean lies 8 sd below a Box (every draw in the far tail)."""
@@ -301,6 +301,7 @@ def test_fixed_features_stay_fixed_and_model_contrast_of_two_ensembles_runs():
     assert target.evaluations_per_sweep == 5 and len(target.ensembles) == 2
 
 
+@pytest.mark.slow  # 13 s of compiles
 def test_draws_do_not_depend_on_chunks_and_a_second_call_does_not_recompile(compile_counter):
     model, _ = interaction_tree()
     question = Question(probes.fixed_label(model, 0), 1.0, priors.StandardNormal(), dim=2)
