@@ -136,9 +136,6 @@ def test_run_example_is_the_python_answer(name, tmp_path):
         assert summary["log_evidence"] == pytest.approx(expected.log_evidence)
 
 
-# parameter_sensitive.toml stays at 128 chains (2 groups, its error bars warned): at 1024 chains one draw left the
-# data range by more than 1e-3 in original units (tests/test_cli.py::test_example_parameter_sensitive), unexplained.
-KNOWN_FEW_GROUPS = ("parameter_sensitive.toml",)
 
 
 def test_smc_examples_have_enough_groups_for_trusted_error_bars():
@@ -151,7 +148,7 @@ def test_smc_examples_have_enough_groups_for_trusted_error_bars():
     checked = []
     for name in RUN_EXAMPLES + SWEEP_EXAMPLES:
         config = load_config(os.path.join(EXAMPLES, name), sweep=name.startswith("sweep"))
-        if config.get("sampler.name") != "smc" or name in KNOWN_FEW_GROUPS:
+        if config.get("sampler.name") != "smc":
             continue
         options = config.sections["sampler"].get("options") or {}
         groups = SMC(**{k: v for k, v in options.items() if k == "num_groups"}).groups(config.get("sampler.num_chains"))
