@@ -55,7 +55,7 @@ from jaxprobe.engine.streaming import (MIN_BATCHES, MIN_ESS, NUM_BATCHES, Observ
                                        few_batches_note, observed, zero_error_note)
 
 __all__ = ["Estimate", "MCSEWarning", "METHODS", "estimate", "evaluate", "check_function", "group_standard_error",
-           "group_weights", "log_mean_and_se", "particle_observed", "streamed", "SMC_GROUPS"]
+           "group_weights", "log_mean_and_se", "MIN_EFFECTIVE_GROUPS", "particle_observed", "streamed", "SMC_GROUPS"]
 
 #: An estimate: ``.mean`` and ``.mcse`` (and how it was made); the type of a run's observables.
 Estimate = Observed
@@ -84,6 +84,11 @@ class MCSEWarning(UserWarning):
 
 #: What the groups behind an ``"smc_groups"`` error are called in its notes.
 SMC_GROUPS = "independent SMC particle groups"
+#: Fewest effective groups ``1/Σ w_g²`` of evidence-weighted SMC groups behind a trusted error. The count rule
+#: (:data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups) bounds the degrees of freedom of the spread; this one
+#: flags weights so uneven that a few groups carry the estimate. Typical runs sit far above it (8 groups of 128
+#: particles: about 7 effective groups; 16 groups: 14-15 on the d = 4 three-mode question).
+MIN_EFFECTIVE_GROUPS = MIN_BATCHES // 2
 
 
 def group_weights(group_log_evidence: Any) -> np.ndarray:
@@ -162,7 +167,8 @@ def particle_observed(values: Any, num_groups: int, group_log_evidence: Any = No
     estimates (:func:`group_weights` of ``group_log_evidence`` ``(G,)``, the run's
     ``SMCResult.group_log_evidence``; equal weights when it is None), ``mcse`` the
     :func:`group_standard_error` of that weighted mean (NaN for G = 1; a ``note`` when fewer than
-    :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups, or effective groups ``1/Σ w_g²``, carry it),
+    :data:`~jaxprobe.engine.streaming.MIN_BATCHES` groups, or fewer than :data:`MIN_EFFECTIVE_GROUPS` effective
+    groups ``1/Σ w_g²``, carry it),
     ``per_chain_mean`` the particles' own values and ``num_batches`` G.
 
     Examples
@@ -186,10 +192,10 @@ def particle_observed(values: Any, num_groups: int, group_log_evidence: Any = No
         mcse = group_standard_error(groups, weights=None if group_log_evidence is None else weights)
     effective = 1.0 / float(np.sum(weights**2))
     few = few_batches_note(int(num_groups), SMC_GROUPS) or (
-        None if effective >= MIN_BATCHES else
+        None if effective >= MIN_EFFECTIVE_GROUPS else
         f"the error comes from {num_groups} {SMC_GROUPS} whose evidence weights leave {effective:.1f} effective "
-        f"groups, fewer than {MIN_BATCHES}: it is itself too uncertain (more particles per group even out the "
-        f"groups' evidence estimates)")
+        f"groups, fewer than {MIN_EFFECTIVE_GROUPS}: it is itself too uncertain (more particles per group even out "
+        f"the groups' evidence estimates)")
     return Observed(mean, mcse, values, int(num_groups), "smc_groups", None,
                     combine_notes(few, zero_error_note(mcse)))
 

@@ -67,6 +67,10 @@ def test_particle_observed_weights_the_groups_by_their_evidence():
     np.testing.assert_allclose(equal.mcse, estimates.particle_observed(values, 3).mcse)
     many = np.arange(32.0)  # 16 groups of 2: enough groups, but one carries almost all the evidence
     assert estimates.particle_observed(many, 16, np.zeros(16)).note is None
+    eight = np.arange(16.0)  # 8 groups with the typical unevenness (log Ẑ_g sd 0.35): about 7 effective, trusted
+    spread = np.random.default_rng(0).normal(0.0, 0.35, 8)
+    assert 1.0 / np.sum(estimates.group_weights(spread) ** 2) < 8 and estimates.particle_observed(eight, 8,
+                                                                                                   spread).note is None
     lopsided = estimates.particle_observed(many, 16, np.r_[10.0, np.zeros(15)])
     assert "effective groups" in lopsided.note and float(lopsided.mean) > 0.99 * 0.5  # the first group's mean
     with pytest.raises(ValueError, match=r"group_log_evidence must have shape \(3,\)"):
