@@ -10,6 +10,15 @@ from blackjax import diagnostics
 # ChEES adaptation relies on implicit rank promotion internally.
 
 
+#: Test files that take minutes each: collected first. xdist hands tests out in collection order, so a pass that
+#: ends with them leaves one worker running a notebook alone while the other waits.
+LONGEST_FIRST = ("tests/test_notebooks.py", "tests/benchmark/")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _free_compiled_programs():
     """Each test module leaves no compiled programs behind for the next one in the same worker.

@@ -18,6 +18,7 @@ import pytest
 import jaxprobe
 from jaxprobe import constraints, priors, probes
 from jaxprobe.cli import EXIT_OK, main
+from jaxprobe.engine import estimates
 from jaxprobe.config import load_config
 from jaxprobe.models.distributions import GaussianPerturbation
 from jaxprobe.sweeps import read_table
@@ -90,6 +91,15 @@ def _generate(config, prepared, cell=None):
                              num_warmup=config.get("sampler.num_warmup"), progress=False, convergence="ignore")
 
 
+def _as_reported(values, samples) -> np.ndarray:
+    """The mean of per-draw ``values`` ``(C·N, ...)`` as jaxprobe reports an answer: after SMC each particle group
+    weighted by its evidence estimate (jaxprobe.engine.estimates), else the plain mean."""
+    values = np.asarray(values, np.float64)
+    per_chain = values.reshape(samples.positions.shape[:2] + values.shape[1:])
+    return estimates.estimate(per_chain, num_groups=samples.num_groups,
+                              group_log_evidence=samples.group_log_evidence).mean
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RUN_EXAMPLES)
 def test_run_example_is_the_python_answer(name, tmp_path):
@@ -114,22 +124,25 @@ def test_run_example_is_the_python_answer(name, tmp_path):
     answer = summary["answer"]
     outputs = np.asarray(jax.vmap(prepared.model.fn)(jnp.asarray(z)))
     if prepared.task == "regression":
-        assert answer["mean_model_output"] == pytest.approx(float(np.mean(outputs)), rel=1e-5)
+        assert answer["mean_model_output"] == pytest.approx(float(_as_reported(outputs, expected).mean()), rel=1e-5)
     else:
         predicted = outputs.argmax(axis=-1)
         for k, class_name in enumerate(prepared.dataset.class_names):
-            assert answer["predicted_class_fractions"][class_name] == pytest.approx(np.mean(predicted == k))
+            assert answer["predicted_class_fractions"][class_name] == pytest.approx(
+                _as_reported(predicted == k, expected))
         if config.get("probe.type") == "fixed_label":
             assert answer["fraction_with_target_prediction"] == pytest.approx(
-                np.mean(predicted == config.get("probe.target")))
+                _as_reported(predicted == config.get("probe.target"), expected))
         if config.get("probe.type") == "prediction_risky":
             assert answer["fraction_within_0.1_of_alpha"] == pytest.approx(
-                np.mean(np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1))
+                _as_reported(np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1, expected))
         if config.get("probe.type") == "model_contrast":
             other = np.asarray(jax.vmap(prepared.compare.fn)(jnp.asarray(z))).argmax(axis=-1)
-            assert answer["fraction_of_samples_where_models_disagree"] == pytest.approx(np.mean(predicted != other))
+            assert answer["fraction_of_samples_where_models_disagree"] == pytest.approx(
+                _as_reported(predicted != other, expected))
+    feature_means = _as_reported(x, expected)
     for i, feature in enumerate(prepared.dataset.feature_names):
-        assert summary["features_original_units"][feature]["mean"] == pytest.approx(float(x[:, i].mean()),
+        assert summary["features_original_units"][feature]["mean"] == pytest.approx(float(feature_means[i]),
                                                                                       rel=1e-5, abs=1e-6)
     assert summary["verdict"] == expected.verdict.to_dict()
     if expected.log_evidence is not None:
@@ -191,9 +204,9 @@ def test_sweep_example_cells_are_the_python_answers(name, tmp_path):
         expected = _generate(config, Prepared(config), {k: v for k, v in cell.items() if k not in static})
         swept = jaxprobe.Samples.load(out / row["samples"])
         np.testing.assert_array_equal(swept.positions, expected.positions, err_msg=str(cell))
-        assert row["probe_mean"] == pytest.approx(float(np.mean(jax.vmap(
-            _question(config, Prepared(config), cell)[0])(jnp.asarray(
-                expected.positions.reshape(-1, expected.positions.shape[-1]))))), rel=1e-4, abs=1e-6)
+        probe_values = jax.vmap(_question(config, Prepared(config), cell)[0])(jnp.asarray(
+            expected.positions.reshape(-1, expected.positions.shape[-1])))
+        assert row["probe_mean"] == pytest.approx(float(_as_reported(probe_values, expected)), rel=1e-4, abs=1e-6)
 
 
 _EVERY_STATIC_AXIS = """

@@ -47,6 +47,7 @@ def _grid_mass_of_disagreement(probe, rbf, cubic, temperature):
     return float(weight[disagree].sum() / weight.sum())
 
 
+@pytest.mark.slow  # 11-13 s of compiles: the default run stays under 10 minutes
 def test_model_contrast_samples_are_disagreements(circles):
     """Fig. 2(a): ≥ 90 % of model-contrast samples are points where the SVMs disagree (the exact
     target puts 99.9 % of its mass there at τ = 0.1), against the test-set disagreement rate."""

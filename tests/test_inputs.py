@@ -125,6 +125,7 @@ def test_wrong_length_or_type_of_constraint_values_names_the_argument(constraint
 # ---------------------------------------------------------------- 3. d is inferred
 
 
+@pytest.mark.slow  # 11-13 s of compiles: the default run stays under 10 minutes
 def test_generate_infers_d_from_the_box_the_model_or_the_data_set(logistic):
     box = [C.Box(-2.0, 2.0)]
     by_model = jaxprobe.generate(0, probes.prediction_risky(logistic), temperature=0.1, num_chains=2,

@@ -161,6 +161,7 @@ def test_bad_constraints(constraints, error, match):
 # ---------------------------------------------------------------- generate: exact restricted samples
 
 
+@pytest.mark.slow  # 11-13 s of compiles: the default run stays under 10 minutes
 def test_generate_uniform_box_is_exact():
     """A zero probe with a flat prior in a box is the uniform distribution: mean (lo+hi)/2 and
     variance (hi−lo)²/12 per feature. Clipped Langevin would pile mass at the walls and fail."""

@@ -27,7 +27,7 @@ so the chains of one group form one independent system: particles that share anc
 chains that keep the modes they started in. The means of the G groups (over their chains and draws) are
 independent; the estimate weights each by its group's evidence estimate ``Ẑ_g`` (:func:`group_weights`: the
 equally weighted groups are biased by order 1/(N/G), measured at −0.038 on a 0.6 mode share with 32 particles per
-group, 6 standard errors over 100 runs, and 0.000 weighted), and ``mcse`` is the weighted mean's group-based
+group, 6 standard errors over 100 runs, and +0.0003 weighted), and ``mcse`` is the weighted mean's group-based
 standard error (with equal weights their standard deviation over √G, a t statistic with G − 1 degrees of
 freedom). :func:`group_standard_error` is the one group-based error: :func:`particle_observed` for the particles
 and the streamed observables (:func:`streamed`), and :func:`log_mean_and_se` for ``log_evidence_se`` (the delta

@@ -132,6 +132,7 @@ def test_a_prior_without_the_protocol_is_refused_by_class_and_protocol_before_co
     assert isinstance(PRIOR, priors.MixtureFormPrior) and not isinstance(_LaplacePrior(), priors.MixtureFormPrior)
 
 
+@pytest.mark.slow  # 11-13 s of compiles: the default run stays under 10 minutes
 def test_a_prior_class_that_declares_its_mixture_form_is_sampled():
     settings = dict(temperature=1.0, num_chains=4, num_samples=20, num_warmup=3, sampler="tree_gibbs",
                     convergence="ignore")
@@ -204,6 +205,7 @@ CONFIG = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow  # 11-13 s of compiles: the default run stays under 10 minutes
 def test_a_configuration_runs_tree_gibbs(tmp_path):
     from jaxprobe.config import ConfigError, parse_config
     from jaxprobe.engine.samples import Samples
