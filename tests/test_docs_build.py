@@ -98,3 +98,130 @@ def test_every_public_name_has_one_home_in_the_api_reference():
                 homes = [home for item, home in listed[module.__name__] if item == name]
                 assert len(homes) == 1 and name in home_names[homes[0]], (module.__name__, name, homes)
     assert "sample" in home_names["jaxprobe.engine.api"] and "generate" in home_names["jaxprobe.generation"]
+
+
+# ------------------------------------------------------------------------------ figures drawn from the results
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import jaxprobe_figures  # noqa: E402
+
+sys.path.pop(0)
+
+_WHERE = {"date": "2026-01-02T03:04:05+00:00", "machine": {"cpu_model": "Toy CPU", "cpu_count": 2}}
+_SMC_ROW = {"ratio_share": 0.9, "ratio_log_z": 1.2, "ratio_share_90": [0.7, 1.1], "ratio_log_z_90": [0.9, 1.6]}
+_TOY_RESULTS = {
+    "throughput": {"throughput": {
+        "rows": [{"num_chains": c, "limit_chain_steps_per_s": 1e5 * c ** 0.5,
+                  "thin1": {"chain_steps_per_s": 2e5 * c ** 0.5}, "thin10": {"chain_steps_per_s": 2.2e5 * c ** 0.5}}
+                 for c in (1, 64, 1024)],
+        "peers": [{"name": "blackjax mala", "num_chains": c, "chain_steps_per_s": 5e4 * c ** 0.6} for c in (1, 64)],
+        "numpyro_mcmc": []}},
+    "answer_speed": {"mala": [{"num_chains": 256, "thin": 1, "ratio": 1.1, "median_paired_ratio": 1.05, "target": 1.15},
+                              {"num_chains": 2048, "thin": 10, "ratio": 1.3, "target": 1.15}],
+                     "samplers": [{"sampler": "hmc", "num_chains": 256, "against": "blackjax hmc", "ratio": 0.98,
+                                   "median_paired_ratio": 1.0, "target": 1.15}]},
+    "calibration": {"rows": [{"case": "mala: mean x0", "method": "ess", "runs": 200, "coverage": 0.94, "low": 0.90,
+                              "high": 0.97, "in_target": True},
+                             {"case": "hmc: mean x1", "method": "batch_means", "runs": 200, "coverage": 0.875,
+                              "low": 0.82, "high": 0.92, "in_target": False}]},
+    "smc_peers": {"questions": {q: {"samplers": {"jaxprobe:default": dict(_SMC_ROW),
+                                                 "blackjax:1x5": dict(_SMC_ROW, ratio_share=1.0, ratio_log_z=1.0)}}
+                                for q in ("mix2d", "three4d")}},
+    "smc_settings": {"questions": {"mix2d": {"samplers": {"jaxprobe:5-steps": {"ratio_share": 0.95, "ratio_log_z": 1.0},
+                                                         "blackjax:1x5": {"ratio_share": 1.0, "ratio_log_z": 1.1}}}}},
+    "smc_acceptance": {"tolerance": {"share": 0.03, "log_z": 0.1},
+                       "plain": {"rows": [{"seed": s, "chains": 2048, "share_error_max_abs": 0.01 * (s + 1),
+                                           "log_z_error": 0.04 * (s - 1)} for s in range(3)]},
+                       "precision": [{"mcse": 0.015, "rows": [{"seed": s, "share_error_max_abs": 0.005,
+                                                               "log_z_error": -0.01} for s in range(3)]}]},
+    "compile": {"libraries": ["jaxprobe", "blackjax"], "targets": {
+        "gaussian": {"title": "10-D Gaussian", "samplers": {
+            "mala": {"jaxprobe": {"first_seconds": 1.8, "compile_seconds": 1.5},
+                     "blackjax": {"first_seconds": 3.0, "compile_seconds": 2.7}, "ratio": 0.6},
+            "nuts": {"jaxprobe": {"first_seconds": 5.9, "compile_seconds": 5.0}}}}}},
+}
+
+
+@pytest.mark.parametrize("stem", sorted(_TOY_RESULTS))
+def test_the_build_draws_each_results_figure_and_shows_it_above_the_tables(tmp_path, stem):
+    root = _checkout(tmp_path)
+    (root / f"benchmarks/results/{stem}.json").write_text(json.dumps(dict(_WHERE, **_TOY_RESULTS[stem])))
+    jaxprobe_docs.generate_results(root / "docs", root)
+    png = root / "docs/performance/_generated" / f"{stem}.png"
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 1000
+    page = (root / f"docs/performance/results-{stem}.md").read_text()
+    embed = page.index(f"```{{figure}} _generated/{stem}.png")
+    assert embed < page.index("## Numbers")
+    assert "(recorded 2026-01-02 on Toy CPU, 2 cores.)" in page[embed:] and jaxprobe_figures.caption(stem) in page
+    # The results file goes: its figure goes with its page.
+    (root / f"benchmarks/results/{stem}.json").unlink()
+    jaxprobe_docs.generate_results(root / "docs", root)
+    assert not png.exists()
+
+
+def test_figures_plot_the_files_numbers():
+    figure = jaxprobe_figures.calibration.__wrapped__(dict(_WHERE, **_TOY_RESULTS["calibration"]))
+    ax = figure.axes[0]
+    points = next(c for c in ax.collections if c.get_offsets().shape == (2, 2)).get_offsets()
+    assert points[:, 0].tolist() == [0.94, 0.875]                       # rows top to bottom
+    assert ax.patches[0].get_x() == pytest.approx(0.90) and ax.patches[0].get_width() == pytest.approx(0.08)
+    figure = jaxprobe_figures.throughput.__wrapped__(dict(_WHERE, **_TOY_RESULTS["throughput"]))
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    assert lines["limit (hand-written)"].get_ydata().tolist() == pytest.approx([1e5, 8e5, 1e5 * 32])
+    assert lines["blackjax mala"].get_xdata().tolist() == [1, 64] and figure.axes[0].get_xscale() == "log"
+    figure = jaxprobe_figures.smc_peers.__wrapped__(dict(_WHERE, **_TOY_RESULTS["smc_peers"]))
+    bars = figure.axes[0].collections[0].get_segments()              # the 90 % intervals, row by row
+    assert [(s[0][0], s[1][0]) for s in bars] == [(0.7, 1.1)] * 4
+
+
+@pytest.mark.parametrize("stem, broken", [
+    ("throughput", {"throughput": {"rows": []}}),                                 # no rows
+    ("answer_speed", {"mala": [{"num_chains": 256, "thin": 1, "ratio": "fast", "target": 1.15}]}),   # not a number
+    ("calibration", {"rows": [dict(_TOY_RESULTS["calibration"]["rows"][0], coverage=float("nan"))]}),
+    ("calibration", {"rows": [dict(_TOY_RESULTS["calibration"]["rows"][0], in_target=False)]}),  # another band
+    ("smc_peers", {"questions": {"mix2d": {"samplers": {"jaxprobe:default": {"ratio_share": 1.0}}}}}),
+    ("compile", {"libraries": ["jaxprobe"], "targets": {"gaussian": {"samplers": {"mala": {"jaxprobe": {}}}}}}),
+])
+def test_a_file_without_the_layout_gets_no_figure_and_the_page_says_so(tmp_path, stem, broken):
+    root = _checkout(tmp_path)
+    (root / f"benchmarks/results/{stem}.json").write_text(json.dumps(dict(_WHERE, **broken)))
+    assert jaxprobe_figures.drawer(stem)(dict(_WHERE, **broken), tmp_path / "x.png") is False
+    assert not (tmp_path / "x.png").exists()
+    jaxprobe_docs.generate_results(root / "docs", root)
+    assert not (root / "docs/performance/_generated" / f"{stem}.png").exists()
+    page = (root / f"docs/performance/results-{stem}.md").read_text()
+    assert "No figure: the file does not have the layout that" in page and "{figure}" not in page
+
+
+def test_a_figure_that_raises_fails_the_build_naming_the_file(tmp_path, monkeypatch):
+    root = _checkout(tmp_path)
+    (root / "benchmarks/results/calibration.json").write_text(json.dumps(dict(_WHERE, **_TOY_RESULTS["calibration"])))
+
+    def broken(data, path):
+        raise ZeroDivisionError("a bug in the drawing code")
+
+    monkeypatch.setitem(jaxprobe_figures.FIGURES, "calibration", broken)
+    with pytest.raises(RuntimeError, match=r"benchmarks/results/calibration.json: drawing its figure \(broken in "
+                                           r"docs/_ext/jaxprobe_figures.py\) failed: ZeroDivisionError"):
+        jaxprobe_docs.generate_results(root / "docs", root)
+
+
+def test_every_registered_figure_draws_from_the_recorded_results(tmp_path):
+    """The repository's own benchmarks/results/*.json: a benchmark whose layout changed breaks this, not the page."""
+    drawn = []
+    for path in sorted((ROOT / "benchmarks/results").glob("*.json")):
+        draw = jaxprobe_figures.drawer(path.stem)
+        if draw is not None:
+            png = tmp_path / f"{path.stem}.png"
+            assert draw(json.loads(path.read_text()), png) is True, path.name
+            assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 1000
+            drawn.append(path.stem)
+    assert set(jaxprobe_figures.FIGURES) <= {stem.split(".")[0] for stem in drawn}, drawn   # each kind has a file
+
+
+def test_the_calibration_band_is_the_benchmarks_own():
+    import ast
+
+    tree = ast.parse((ROOT / "jaxprobe/bench/calibration.py").read_text())
+    target = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and any(getattr(t, "id", None) == "TARGET" for t in node.targets))
+    assert ast.literal_eval(target) == jaxprobe_figures.CALIBRATION_BAND

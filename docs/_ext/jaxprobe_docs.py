@@ -4,7 +4,9 @@
   (the layers of ``ARCHITECTURE.md``); every name in every public module's ``__all__``, documented once where it
   is defined (autodoc + napoleon) and linked from the modules that re-export it.
 - ``performance/results-*.md``: one page per ``benchmarks/results/*.json``: the recording's command, date,
-  machine and the commit that recorded the file (from git), then its numbers as tables and its figures.
+  machine and the commit that recorded the file (from git), then the figure drawn from the JSON by
+  ``jaxprobe_figures`` (into ``performance/_generated/``) where one is registered, the PNGs the benchmark script
+  wrote beside the file, and its numbers as tables.
 - ``tutorials/*.ipynb``: the notebooks of ``notebooks/``; an executed copy written by ``tests/test_notebooks.py``
   (``docs/_build/executed/``) is used when its source hash matches, so CI executes each notebook once. Without
   one, the source is copied and myst-nb executes it during the build (``nb_execution_mode = "auto"``).
@@ -25,7 +27,10 @@ import pkgutil
 import re
 import subprocess
 
+import jaxprobe_figures  # docs/_ext beside this module: the figures drawn from the results files
+
 EXECUTED_DIR = pathlib.Path("_build") / "executed"
+FIGURE_DIR = pathlib.Path("performance") / "_generated"   # the drawn figures, <results stem>.png
 HASH_KEY = "jaxprobe_source_sha256"
 MAX_ROWS = 40                            # rows of one table on a results page (the file has them all)
 
@@ -268,8 +273,31 @@ def _tables(data, title: str, level: int, out: list[str]) -> None:
         _tables(value, f"{title} / {key}" if level >= 4 else str(key), min(level + 1, 4), out)
 
 
-def _result_page(path: pathlib.Path, root: pathlib.Path, docs: pathlib.Path, figures: list) -> str:
-    """The Markdown of one results file's page."""
+def _draw_figure(path: pathlib.Path, root: pathlib.Path, docs: pathlib.Path) -> tuple[pathlib.Path | None, str]:
+    """Draw the figure of results file ``path`` (``jaxprobe_figures``) into ``docs/FIGURE_DIR``.
+
+    Returns (the PNG, its caption), (None, why there is none) when the file lacks the layout its figure draws,
+    or (None, "") when no figure is registered for it. A drawing error fails the build, naming the file."""
+    draw = jaxprobe_figures.drawer(path.stem)
+    if draw is None:
+        return None, ""
+    png = docs / FIGURE_DIR / f"{path.stem}.png"
+    data = json.loads(path.read_text())
+    try:
+        drawn = draw(data, png)
+    except Exception as error:
+        raise RuntimeError(f"{path.relative_to(root).as_posix()}: drawing its figure ({draw.__name__} in "
+                           f"docs/_ext/jaxprobe_figures.py) failed: {error!r}") from error
+    if not drawn:
+        return None, (f"No figure: the file does not have the layout that `{draw.__name__}` in "
+                      "`docs/_ext/jaxprobe_figures.py` draws.")
+    return png, f"{jaxprobe_figures.caption(path.stem)} ({jaxprobe_figures.recorded(data)}.)"
+
+
+def _result_page(path: pathlib.Path, root: pathlib.Path, docs: pathlib.Path, figures: list,
+                 drawn: tuple[pathlib.Path | None, str] = (None, "")) -> str:
+    """The Markdown of one results file's page: header, the drawn figure (``_draw_figure``), the script's
+    figures, the tables."""
     data = json.loads(path.read_text())
     relative = path.relative_to(root).as_posix()
     commit = _git(root, "log", "-1", "--format=%h (%cs)", "--", relative) or "not in git history"
@@ -284,6 +312,12 @@ def _result_page(path: pathlib.Path, root: pathlib.Path, docs: pathlib.Path, fig
              f"| machine | {_brief(_find(data, ('machine', 'device')) or 'not recorded')} |",
              f"| code measured | {_brief(recorded) if recorded is not None else 'not recorded in the file'} |",
              f"| file last committed | {commit} |", ""]
+    png, text = drawn
+    if png is not None:
+        target = os.path.relpath(png, docs / "performance")
+        lines += [f"```{{figure}} {target}", f":alt: {png.name}", ":width: 100%", "", text, "```", ""]
+    elif text:
+        lines += [f"*{text}*", ""]
     for figure in figures:
         target = os.path.relpath(figure, docs / "performance")
         lines += [f"```{{image}} {target}", f":alt: {figure.name}", ":width: 90%", "```", ""]
@@ -301,11 +335,16 @@ def generate_results(docs: pathlib.Path, root: pathlib.Path) -> list[str]:
         owners = [stem for stem in figures if png.name.startswith((stem + "_", stem + "."))]
         if owners:
             figures[max(owners, key=len)].append(png)
+    drawn_pngs = set()
     for path in paths:
         page = "results-" + re.sub(r"[^A-Za-z0-9_-]", "-", path.stem)
-        _write_if_changed(docs / "performance" / f"{page}.md", _result_page(path, root, docs, figures[path.stem]))
+        drawn = _draw_figure(path, root, docs)
+        drawn_pngs.add(drawn[0].name if drawn[0] is not None else "")
+        _write_if_changed(docs / "performance" / f"{page}.md",
+                          _result_page(path, root, docs, figures[path.stem], drawn))
         pages.append(page)
     _clean(docs / "performance", "results-*.md", {p + ".md" for p in pages})
+    _clean(docs / FIGURE_DIR, "*.png", drawn_pngs)   # a figure whose file went (or no longer draws) goes too
     return pages
 
 
