@@ -398,6 +398,8 @@ def _parser() -> argparse.ArgumentParser:
     benchmark.add_argument("--samples", type=int, default=500, help="kept draws per chain (default 500)")
     benchmark.add_argument("--key", type=int, default=0, help="the seed every run derives its keys from")
     benchmark.add_argument("--out", default="jaxprobe-benchmark", help="folder for samplers.json/.md and the plots")
+    benchmark.add_argument("--name", default="samplers",
+                           help="file name of the report: OUT/NAME.json, OUT/NAME.md and the plots (default samplers)")
     benchmark.add_argument("--no-plot", action="store_true", help="write no figures")
     benchmark.add_argument("--quiet", action="store_true", help="no progress bar, no table printed")
     benchmark.set_defaults(handler=_benchmark)
