@@ -250,8 +250,9 @@ class _FlatObservable:
 def check_observables(observables: Any, layout: _Layout, dtype: Any,
                       initial_positions: Any) -> tuple[tuple[str, Any], ...]:
     """``observables`` (``{"name": fn}`` of one position) checked on the first chain's starting point, before
-    anything compiles: each a callable returning a numeric array, without raising. Returns ``((name, fn of a
-    flat position), ...)`` sorted by name."""
+    anything compiles: each a callable returning a numeric array, without raising. Traced abstractly
+    (``jax.eval_shape``, as the log density is): evaluating it eagerly compiled every one of its operations
+    separately, seconds per call on a CPU. Returns ``((name, fn of a flat position), ...)`` sorted by name."""
     if observables is None:
         return ()
     if not isinstance(observables, dict):
@@ -267,8 +268,15 @@ def check_observables(observables: Any, layout: _Layout, dtype: Any,
         if not callable(fn):
             raise TypeError(f"observables[{name!r}] must be a function of one position, got {type(fn).__name__}")
         flat_fn = _FlatObservable(fn, layout)
+        returned = []  # what fn returned while traced (its type and dtype are read below; nothing else)
+
+        def traced(flat, flat_fn=flat_fn, returned=returned):
+            returned.append(flat_fn(flat))
+            return jnp.zeros(())
+
         try:
-            value = flat_fn(flat_first)
+            jax.eval_shape(traced, flat_first)
+            value = returned[0]
         except Exception as error:  # noqa: BLE001 - re-raised naming the observable
             raise ValueError(f"observables[{name!r}] failed on one chain's starting point (one position, no chain "
                              f"axis): {type(error).__name__}: {error}") from error
