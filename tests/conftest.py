@@ -1,5 +1,7 @@
 """Strict JAX settings for the test suite and shared helpers."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +19,14 @@ LONGEST_FIRST = ("tests/test_notebooks.py", "tests/benchmark/")
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
+
+
+def host_devices_environment(count: int, **extra: str) -> dict[str, str]:
+    """The environment of a subprocess that sees ``count`` CPU devices: this one's, with
+    ``--xla_force_host_platform_device_count`` added to any XLA_FLAGS already set (CI's compile options carry
+    over) and JAX on the CPU."""
+    flags = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={count}").strip()
+    return dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu", **extra)
 
 
 @pytest.fixture(autouse=True, scope="module")

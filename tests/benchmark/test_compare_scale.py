@@ -20,6 +20,7 @@ import pytest
 
 from jaxprobe.benchmark import Target, compare, from_blackjax
 from jaxprobe.benchmark.compare import limit_step
+from tests.conftest import host_devices_environment
 
 SCALES = np.array([1.0, 2.0])
 
@@ -160,7 +161,7 @@ def test_compare_on_four_devices_gives_the_one_device_rows():
     for count in (1, 4):
         if count in runs:
             continue
-        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}", JAX_PLATFORMS="cpu")
+        env = host_devices_environment(count)
         completed = subprocess.run([sys.executable, "-c", _DEVICES_SCRIPT, os.path.dirname(__file__)], env=env,
                                    capture_output=True, text=True, timeout=600)
         assert completed.returncode == 0, completed.stderr[-3000:]

@@ -7,7 +7,8 @@ import os
 import sys
 
 process_id, num_processes, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={4 // num_processes}"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")  # CI's compile options carry over
+                           + f" --xla_force_host_platform_device_count={4 // num_processes}").strip()
 
 import jax  # noqa: E402
 

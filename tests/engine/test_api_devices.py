@@ -17,12 +17,12 @@ after SPMD partitioning, so the user's own arithmetic, not the engine's, would d
 bit between the two programs.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from tests.conftest import host_devices_environment
 
 SCRIPT = textwrap.dedent(
     """
@@ -96,7 +96,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_sharded_chains_match_single_device_bit_for_bit():
-    environment = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    environment = host_devices_environment(4)
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=environment)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "devices ok" in out.stdout

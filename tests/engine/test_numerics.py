@@ -8,7 +8,6 @@ records the mode, in memory and on file.
 """
 
 import dataclasses
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import host_devices_environment, mc_check_mean, mc_check_second_moment
 
 import jaxprobe
 from jaxprobe.engine import kernels, numerics, registry
@@ -285,7 +284,7 @@ DEVICES_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_reproducible_is_bit_identical_across_device_counts_and_fast_is_deterministic():
-    environment = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    environment = host_devices_environment(4)
     out = subprocess.run([sys.executable, "-c", DEVICES_SCRIPT], capture_output=True, text=True, timeout=900,
                          env=environment)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]

@@ -16,6 +16,7 @@ import pytest
 
 import jaxprobe
 from jaxprobe.probes import Probe
+from tests.conftest import host_devices_environment
 
 CENTRES = np.array([[3.0, 0.0], [-3.0, 0.0]])
 WEIGHTS = np.array([0.8, 0.2])
@@ -143,7 +144,7 @@ def test_smc_particles_are_sharded_over_four_devices(tmp_path):
     """)
     results = {}
     for count in (1, 4):
-        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}", JAX_PLATFORMS="cpu")
+        env = host_devices_environment(count)
         path = tmp_path / f"{count}.npy"
         completed = subprocess.run([sys.executable, "-c", script, str(path), os.path.dirname(__file__)], env=env,
                                    capture_output=True, text=True, timeout=600)

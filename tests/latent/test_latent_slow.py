@@ -17,7 +17,7 @@ import pytest
 
 from jaxprobe import latent
 from jaxprobe.latent import data, experiments
-from tests.conftest import mc_check_mean, mc_check_second_moment
+from tests.conftest import host_devices_environment, mc_check_mean, mc_check_second_moment
 from tests.latent.test_latent import _linear_gaussian_case
 
 pytestmark = pytest.mark.slow
@@ -54,8 +54,8 @@ SHARDED = textwrap.dedent(
 
 def test_sharded_latent_chains_match_one_device():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    environment = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-                       PYTHONPATH=os.pathsep.join([os.path.join(root, "tests"), root, os.environ.get("PYTHONPATH", "")]))
+    environment = host_devices_environment(
+        4, PYTHONPATH=os.pathsep.join([os.path.join(root, "tests"), root, os.environ.get("PYTHONPATH", "")]))
     completed = subprocess.run([sys.executable, "-c", SHARDED], cwd=root, env=environment, capture_output=True,
                                text=True, timeout=300)
     assert completed.returncode == 0 and "ok" in completed.stdout, completed.stderr[-3000:]

@@ -16,6 +16,7 @@ import jaxprobe
 from jaxprobe.engine.samples import Samples
 from jaxprobe.probes import Probe, localize, prediction_risky
 from jaxprobe.sweeps import read_table
+from tests.conftest import host_devices_environment
 
 ANCHORS = np.array([[0.0, 0.0], [1.0, -1.0], [2.0, 3.0], [-1.5, 0.5]], np.float32)
 TEMPERATURES = [0.25, 0.5, 1.0, 2.0]
@@ -254,7 +255,7 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
         sharding = next(iter(core._PROGRAM_CACHE.values()))[0][0].output_shardings["positions"]
         print("devices", jax.device_count(), "positions split", sharding.num_devices, "ways along", getattr(sharding, "spec", None))
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = host_devices_environment(4)
     path = tmp_path / "4.npy"
     completed = subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True, text=True,
                                timeout=300)
