@@ -241,6 +241,21 @@ def test_bias_flag_false_alarm_rate_and_power():
     assert wrong["biased"].sum() >= 15
 
 
+def test_seed_statistics_in_blocks_equal_all_at_once(monkeypatch):
+    """The rank diagnostics run a block of seeds at a time (their temporaries are ~33x their input: 600 seeds of
+    eight schools at once were killed for memory); the statistics do not depend on the block size."""
+    from jaxprobe.benchmark import measure
+
+    truth = types.SimpleNamespace(mean=np.zeros(3), var=np.ones(3), mean_se=None, var_se=None)
+    draws = _ar1(np.random.default_rng(2), 7, 120, 4, 3, 0.5)
+    whole = measure.seed_statistics(draws, truth, 4, 50.0)
+    monkeypatch.setattr(measure, "DIAGNOSTICS_BLOCK_BYTES", 2 * 4 * 120 * 3 * 8 * 2)   # two seeds per block
+    blocked = measure.seed_statistics(draws, truth, 4, 50.0)
+    for name, values in whole.items():
+        np.testing.assert_array_equal(blocked[name], values, err_msg=name)
+    assert np.all(whole["min_ess_bulk"] > 10)
+
+
 @pytest.mark.slow
 def test_blackjax_adaptation_per_chain():
     """from_blackjax with BlackJAX's window adaptation run per chain: adapted HMC is right, and its gradients are
