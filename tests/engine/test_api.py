@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import mc_check_mean, normal_starts, std_normal
 
 import jaxprobe
-from jaxprobe.engine import core, kernels
+from jaxprobe.engine import api, core, kernels
 
 
 _init = normal_starts
@@ -285,3 +285,37 @@ def test_smc_checkpoint_of_another_reference_is_refused(tmp_path):
     assert error.value.differing == ["reference"]
     again = jaxprobe.sample(1, std_normal, _init(), reference=DiagonalGaussian(np.zeros(3), np.ones(3)), **options)
     assert again.num_draws == 4
+
+
+class _FakeAccelerator:
+    """A device as ``_draws_fit_on_devices`` sees one: a platform and memory statistics (or none)."""
+
+    def __init__(self, platform, stats):
+        self.platform, self._stats = platform, stats
+
+    def memory_stats(self):
+        if isinstance(self._stats, Exception):
+            raise self._stats
+        return self._stats
+
+
+def _fit(num_samples, num_chains, dim, devices):
+    from types import SimpleNamespace
+    run = SimpleNamespace(num_samples=num_samples, num_chains=num_chains, dtype=np.float32,
+                          layout=SimpleNamespace(dim=dim))
+    sharding = SimpleNamespace(mesh=SimpleNamespace(devices=np.array(devices, dtype=object)))
+    return api._draws_fit_on_devices(run, sharding)
+
+
+def test_draws_stay_on_an_accelerator_only_while_half_its_free_memory_holds_them():
+    # 1,000 draws x 1,000 chains x (9 + 1) float32 = 40 MB, on one device or 20 MB each on two.
+    def gpu(free):
+        return _FakeAccelerator("gpu", {"bytes_limit": 100_000_000 + free, "bytes_in_use": 100_000_000})
+    assert _fit(1000, 1000, 9, [gpu(80_000_000)])
+    assert not _fit(1000, 1000, 9, [gpu(79_999_999)])  # 40 MB is more than half of the free memory
+    assert _fit(1000, 1000, 9, [gpu(40_000_000), gpu(40_000_000)])  # each holds its half of the chains
+    assert not _fit(1000, 1000, 9, [gpu(40_000_000), gpu(39_999_999)])
+    # No statistics (or a backend without them), or a CPU: the draws are copied out chunk by chunk.
+    assert not _fit(1, 1, 1, [_FakeAccelerator("gpu", {})])
+    assert not _fit(1, 1, 1, [_FakeAccelerator("gpu", NotImplementedError())])
+    assert not _fit(1, 1, 1, [_FakeAccelerator("cpu", {"bytes_limit": 10**12, "bytes_in_use": 0})])
