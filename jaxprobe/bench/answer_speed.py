@@ -62,6 +62,7 @@ from jaxprobe.bench import throughput  # noqa: E402  (timing protocol, machine a
 from jaxprobe.benchmark.targets import mlp_probe  # noqa: E402  (the benchmarks' one target model)
 from jaxprobe import engine  # noqa: E402
 from jaxprobe.engine import api, core, streaming  # noqa: E402
+from jaxprobe.engine.numerics import default_numerics, with_numerics  # noqa: E402
 from jaxprobe.bench.throughput import Candidate, log, median_paired_ratio, time_interleaved, write_atomically  # noqa: E402
 
 # ------------------------------------------------------------------ configuration
@@ -366,12 +367,18 @@ RUN_MONITORED_CHUNK = jax.jit(
     static_argnames=("kernel", "logdensity", "num_draws", "thin", "monitor", "keep_draws"), donate_argnames=("trace",))
 
 
+def as_sample_runs(kernel):
+    """``kernel`` in the numerics mode ``sample`` runs it in here (``numerics=None``: the platform's, "fast" on a
+    GPU): the limit must do the same transitions as ``sample``, not the kernel's default mode."""
+    return with_numerics(kernel, default_numerics())
+
+
 def fold_cost(logdensity, x0, num_samples: int, thin: int, repetitions: int) -> dict[str, Any]:
     """The fold's cost: one chunk of the program ``sample`` runs (``RUN_MONITORED_CHUNK``: ``core.run_monitored``,
     every kept draw folded into the verdict's statistics) against ``core.run`` on the same chunk (jitted
     with donated buffers: ``throughput.RUN_CHUNK``), same state, per-chain step sizes as after warmup,
     interleaved. ``sample`` runs ``num_samples / chunk`` such chunks."""
-    kernel = engine.MALA()
+    kernel = as_sample_runs(engine.MALA())
     num_chains, dim = x0.shape
     chunk = max(1, math.ceil(num_samples / 20))  # sample()'s default chunk
     num_chunks = math.ceil(num_samples / chunk)
@@ -447,7 +454,8 @@ def mala_section(config: Config, logdensity) -> list[dict[str, Any]]:
 
             transitions = config.num_warmup + config.num_samples * thin
             limit = Candidate("limit", num_chains, transitions,
-                              engine_limit_call(engine.MALA(), logdensity, x0, config.num_samples, config.num_warmup,
+                              engine_limit_call(as_sample_runs(engine.MALA()), logdensity, x0, config.num_samples,
+                                                config.num_warmup,
                                                 thin), stash.limit("limit"))
             sample = Candidate("sample", num_chains, transitions, timed_sample, stash.sample("sample"))
             time_interleaved([limit, sample], config.repetitions)
@@ -503,7 +511,7 @@ def samplers_section(config: Config, logdensity) -> list[dict[str, Any]]:
                                   stash.blackjax(name))
         else:  # adaptation on both sides
             step_size, name = None, "limit (engine in one jit)"
-            kernel = engine.make_kernel(sampler, options)
+            kernel = as_sample_runs(engine.make_kernel(sampler, options))
             reference = Candidate(name, num_chains, num_samples,
                                   engine_limit_call(kernel, logdensity, x0, num_samples, num_warmup),
                                   stash.limit(name))
@@ -555,7 +563,8 @@ def child_main(spec: dict[str, Any]) -> None:
         _, logdensity = make_target()
         x0 = initial_positions(spec["num_chains"])
         if spec["kind"] == "limit":
-            call = engine_limit_call(engine.MALA(), logdensity, x0, spec["num_samples"], spec["num_warmup"],
+            call = engine_limit_call(as_sample_runs(engine.MALA()), logdensity, x0, spec["num_samples"],
+                                     spec["num_warmup"],
                                      spec["thin"])
         else:
             call = sample_call(logdensity, x0, "mala", spec["num_samples"], spec["num_warmup"], spec["thin"])
