@@ -443,7 +443,7 @@ class Samples:
             started by sequential Monte Carlo (``sampler="smc"``): chain i started at particle i and the
             particles form ``num_groups`` independent groups of consecutive particles, so the estimate is the
             groups' means weighted by their evidence estimates (``group_log_evidence``) and the error comes
-            from their spread (chains of one group share ancestors and modes, and are not independent). ``"batch_means"``: 32 batches over the chains, as the streamed observables.
+            from their spread (chains of one group share ancestors and modes, and are not independent). ``"batch_means"``: 16 batches over the chains, as the streamed observables.
 
         Returns
         -------
