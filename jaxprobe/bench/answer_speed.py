@@ -455,8 +455,7 @@ def mala_section(config: Config, logdensity) -> list[dict[str, Any]]:
             transitions = config.num_warmup + config.num_samples * thin
             limit = Candidate("limit", num_chains, transitions,
                               engine_limit_call(as_sample_runs(engine.MALA()), logdensity, x0, config.num_samples,
-                                                config.num_warmup,
-                                                thin), stash.limit("limit"))
+                                                config.num_warmup, thin), stash.limit("limit"))
             sample = Candidate("sample", num_chains, transitions, timed_sample, stash.sample("sample"))
             time_interleaved([limit, sample], config.repetitions)
             row = {"num_chains": num_chains, "thin": thin, "num_samples": config.num_samples,
@@ -564,8 +563,7 @@ def child_main(spec: dict[str, Any]) -> None:
         x0 = initial_positions(spec["num_chains"])
         if spec["kind"] == "limit":
             call = engine_limit_call(as_sample_runs(engine.MALA()), logdensity, x0, spec["num_samples"],
-                                     spec["num_warmup"],
-                                     spec["thin"])
+                                     spec["num_warmup"], spec["thin"])
         else:
             call = sample_call(logdensity, x0, "mala", spec["num_samples"], spec["num_warmup"], spec["thin"])
     for _ in range(2):
