@@ -202,7 +202,8 @@ def particle_observed(values: Any, num_groups: int, group_log_evidence: Any = No
 
 def streamed(sums: ObservableSums, num_groups: int | None = None, group_log_evidence: Any = None) -> Observed:
     """An observable's estimate from the per-chain batch sums a run folded in
-    (:class:`~jaxprobe.engine.streaming.ObservableSums`; host NumPy, float64).
+    (:class:`~jaxprobe.engine.streaming.ObservableSums`: host arrays, or for independent chains an
+    accelerator's, reduced there).
 
     ``num_groups`` None: independent chains, the error by batch means over chains and batches
     (:func:`jaxprobe.engine.streaming.observed`). ``num_groups`` G: chains that continue the particles of an SMC

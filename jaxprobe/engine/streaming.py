@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import diagnostics
+from jaxprobe.engine.host import on_accelerator
 from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
@@ -501,17 +502,33 @@ def observed(sums: ObservableSums) -> Observed:
     >>> estimate.method, estimate.per_chain_mean.shape
     ('batch_means', (4,))
     """
-    batch_sums = np.asarray(sums.sums, np.float64)  # (B, C, *shape)
-    counts = np.asarray(sums.counts, np.float64)
-    shape = (-1,) + (1,) * (batch_sums.ndim - 1)
-    total = counts.sum()
-    per_chain_mean = batch_sums.sum(axis=0) / total
-    mean = per_chain_mean.mean(axis=0)
-    filled = counts > 0
-    batch_means = batch_sums[filled] / counts[filled].reshape(shape)
-    flat = batch_means.reshape((-1,) + batch_means.shape[2:])
-    num_batches = flat.shape[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mcse = flat.std(axis=0, ddof=1) / np.sqrt(num_batches) if num_batches > 1 else np.full(mean.shape, np.nan)
+    counts = np.asarray(sums.counts, np.float64)  # (B,): on the host
+    if on_accelerator(sums.sums):
+        # O(C·D) sums stay on the accelerator: reduced there (the run's dtype; its sums were accumulated in it),
+        # the per-chain means' transfer started before the small results are read. NumPy on the host cost 0.6 s
+        # of a 1.3 s run at 2^20 chains × 30 coordinates on an H100 machine.
+        per_chain_mean, mean, mcse, num_batches = _batch_means(sums.sums, counts, jnp)
+        per_chain_mean.copy_to_host_async()
+        mean, mcse = np.asarray(mean, np.float64), np.asarray(mcse, np.float64)
+        per_chain_mean = np.asarray(per_chain_mean).astype(np.float64)
+    else:
+        per_chain_mean, mean, mcse, num_batches = _batch_means(np.asarray(sums.sums, np.float64), counts, np)
     return Observed(mean, mcse, per_chain_mean, num_batches, "batch_means", None,
                     combine_notes(few_batches_note(num_batches, "batch means"), zero_error_note(mcse)))
+
+
+def _batch_means(batch_sums: Any, counts: np.ndarray, xp: Any) -> tuple[Any, Any, Any, int]:
+    """Per-chain means ``(C, *shape)``, the mean and its batch-means error from batch sums ``(B, C, *shape)`` of
+    ``counts`` ``(B,)`` draws (batches with none are left out), with ``xp`` (``numpy`` or ``jax.numpy``)."""
+    per_chain_mean = batch_sums.sum(axis=0) / counts.sum()
+    mean = per_chain_mean.mean(axis=0)
+    filled = np.nonzero(counts > 0)[0]
+    if filled.size < counts.size:
+        batch_sums = batch_sums[filled]
+    batch_means = batch_sums / counts[filled].reshape((-1,) + (1,) * (batch_sums.ndim - 1)).astype(batch_sums.dtype)
+    flat = batch_means.reshape((-1,) + tuple(batch_means.shape[2:]))
+    num_batches = flat.shape[0]
+    if num_batches < 2:
+        return per_chain_mean, mean, xp.full(mean.shape, np.nan), num_batches
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return per_chain_mean, mean, flat.std(axis=0, ddof=1) / np.sqrt(num_batches), num_batches

@@ -319,3 +319,66 @@ def test_draws_stay_on_an_accelerator_only_while_half_its_free_memory_holds_them
     assert not _fit(1, 1, 1, [_FakeAccelerator("gpu", {})])
     assert not _fit(1, 1, 1, [_FakeAccelerator("gpu", NotImplementedError())])
     assert not _fit(1, 1, 1, [_FakeAccelerator("cpu", {"bytes_limit": 10**12, "bytes_in_use": 0})])
+
+
+def _as_if_on_an_accelerator(array):
+    """``host.on_accelerator`` for a test: every concrete JAX array counts as off the host, so that a CPU run
+    takes the paths that keep an accelerator's arrays there."""
+    return isinstance(array, jax.Array) and not isinstance(array, jax.core.Tracer)
+
+
+def test_on_accelerator_is_false_for_host_arrays_cpu_arrays_and_tracers():
+    from jaxprobe.engine.host import on_accelerator
+    assert not on_accelerator(np.zeros(3)) and not on_accelerator(jnp.zeros(3)) and not on_accelerator(1.0)
+    assert not jax.jit(lambda x: jnp.asarray(on_accelerator(x)))(jnp.zeros(3))
+
+
+def test_starting_points_and_observables_on_an_accelerator_stay_there_and_give_the_same_answer(monkeypatch):
+    # On a GPU, device-resident starting points and the observables' O(C·D) sums were brought to the host and
+    # back (0.2 s of extra transfers and 0.6 s of NumPy at 2^20 chains on an H100): now they are checked,
+    # flattened, placed and reduced where they are. The same run through both paths gives the same answer.
+    from jaxprobe.engine import checkpoint, host, streaming
+    x0 = {"a": jnp.asarray(normal_starts(8, 2, seed=3)), "b": jnp.asarray(normal_starts(8, 1, seed=4))}
+
+    def logdensity(position):
+        return -0.5 * (jnp.sum(position["a"] ** 2) + jnp.sum(position["b"] ** 2))
+    observables = {"a": lambda position: position["a"], "b2": lambda position: position["b"][0] ** 2}
+    options = dict(num_samples=200, num_warmup=100, progress=False, keep_draws=False, observables=observables)
+    on_host = jaxprobe.sample(5, logdensity, x0, **options)
+    draws_on_host = jaxprobe.sample(5, logdensity, x0, **{**options, "keep_draws": True})
+    for module in (api, streaming, host, checkpoint):
+        monkeypatch.setattr(module, "on_accelerator", _as_if_on_an_accelerator)
+    assert isinstance(api._Layout(x0).flatten_chains(x0), jax.Array)  # no host copy of the starts
+    kept = jaxprobe.sample(5, logdensity, x0, **options)
+    for name in observables:
+        for field in ("mean", "mcse", "per_chain_mean"):
+            expected, got = getattr(on_host.observables[name], field), getattr(kept.observables[name], field)
+            assert got.dtype == np.float64 and got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        assert kept.observables[name].num_batches == on_host.observables[name].num_batches
+    assert kept.verdict.start_coverage == on_host.verdict.start_coverage
+    # Kept draws held on the device come to the host while the verdict is made, the same values.
+    draws = jaxprobe.sample(5, logdensity, x0, **{**options, "keep_draws": True})
+    for name in ("a", "b"):
+        assert isinstance(draws.positions[name], np.ndarray)
+        np.testing.assert_array_equal(draws.positions[name], draws_on_host.positions[name])
+    np.testing.assert_array_equal(draws.logdensity, draws_on_host.logdensity)
+    assert draws.verdict.converged == draws_on_host.verdict.converged
+    np.testing.assert_array_equal(kept.acceptance_rate, on_host.acceptance_rate)
+    bad = {"a": x0["a"].at[6, 1].set(jnp.nan), "b": x0["b"]}  # checked on the device, named on the host
+    with pytest.raises(ValueError, match=r"initial_positions\['a'\] contains NaN or inf \(chains \[6\]\)"):
+        jaxprobe.sample(5, logdensity, bad, **options)
+
+
+@pytest.mark.parametrize("counts", [[25, 25, 25, 25], [30, 30, 0, 0], [40, 0, 0, 0]])
+def test_batch_means_agree_between_numpy_and_jax(counts):
+    # The accelerator's reduction (the run's float32) and the host's (float64) of the same batch sums, with
+    # batches that no draw reached left out (a run shorter than its batches) and a single batch (no error).
+    from jaxprobe.engine import streaming
+    counts = np.asarray(counts, np.float64)
+    sums = np.random.default_rng(0).normal(size=(4, 16, 3)) * counts[:, None, None]
+    host = streaming._batch_means(sums, counts, np)
+    device = streaming._batch_means(jnp.asarray(sums, jnp.float32), counts, jnp)
+    assert host[3] == device[3] == int((counts > 0).sum()) * 16
+    for expected, got in zip(host[:3], device[:3]):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=2e-5, atol=1e-6)
