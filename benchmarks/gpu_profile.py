@@ -11,10 +11,12 @@ The target and the limit are ``jaxprobe.bench.gpu``'s (d = 30 MLP probe, float32
 - ``mala_core``: ``core.run`` of it (gpu.py's MALA row);
 - ``monitored`` / ``monitored_x``: ``core.run_monitored`` keeping no draw (what ``sample(keep_draws=False)`` runs
   per chunk), every draw folded into the verdict's statistics, without / with the observable x;
+- ``monitored_barrier`` / ``monitored_x_barrier``: the same with an optimization barrier between the step and
+  the fold (does XLA fuse the fold into the accept test's select, as it did MALA's log q ratio?);
 - ``mala_always``: MALA's proposal, gradient and log q ratio, always accepted (no select): the Metropolis
   test's cost.
 
-Then a profiler trace of a few calls of ``limit`` and ``mala_bare`` at the largest C, summarized by GPU kernel
+Then a profiler trace of a few calls of the variants in :data:`PROFILED` at the largest C, summarized by GPU kernel
 (total time, count), so that the extra kernels are named. Everything goes to ``$OUT`` (``--out``): the table
 (``gpu_profile.json``) and ``hlo_*.txt`` (the optimized programs); the kernel summaries are printed.
 
@@ -33,6 +35,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -132,11 +135,78 @@ def variants(logdensity, num_chains: int, steps: int, numerics: str):
                                                         monitor, monitored, first_draw=0, keep_draws=False)
             return state, monitored
         out[name] = (monitored_advance, (engine_state, streaming.init_stats(monitor, jnp.float32)))
+
+        def barrier_advance(carry, monitor=monitor):
+            """As ``monitored_advance`` with an optimization barrier between the step and the fold, so that XLA
+            cannot fuse the fold into the accept test's select (as it fused MALA's log q ratio)."""
+            state, monitored = carry
+
+            def on_draw(monitored, draw, ks):
+                position, value = jax.lax.optimization_barrier((ks.position, ks.logdensity))
+                return streaming.fold_draw(monitor, monitored, draw, position, value), None
+            state, monitored, _, _ = core._scan_draws(jax.random.key(6), state, kernel, logdensity, steps, 1,
+                                                      on_draw, monitored)
+            return state, monitored
+        out[name + "_barrier"] = (barrier_advance, (engine_state, streaming.init_stats(monitor, jnp.float32)))
     return out
 
 
-def kernel_summary(trace_dir: str, top: int = 25) -> str:
-    """GPU (or, without one, all) events of the perfetto trace in ``trace_dir``, by name: total µs and count."""
+#: The variants whose optimized program is written and whose kernels are profiled at the largest C.
+PROFILED = ("limit", "monitored", "monitored_x", "monitored_x_barrier")
+
+
+def sample_phases(logdensity, num_chains: int, num_samples: int, repetitions: int, out_dir: str) -> list[dict]:
+    """``jaxprobe.sample(keep_draws=False)`` as gpu.py's sample row calls it, split into the steps of
+    ``api.sample`` (answer_speed's phase timers), with and without the observable and in one chunk, against the
+    limit's time for the same transitions; then one profiled call's device kernels and host events."""
+    import jaxprobe
+    from jaxprobe.bench import answer_speed
+    answer_speed.install_phase_timers()
+    x0 = gpu.initial_positions(num_chains)  # on the device, as gpu.py's sample row hands it in
+    limit = gpu.limit_row(logdensity, num_chains, num_samples, gpu.initial_positions(num_chains))
+    limit.loop(1)
+    limit_seconds = min(limit.loop(1) for _ in range(repetitions))
+    cases = {"observable_x": dict(observables={"x": lambda x: x}), "no_observable": {},
+             "observable_x_one_chunk": dict(observables={"x": lambda x: x}, chunk_size=num_samples)}
+    rows = []
+    for case, extra in cases.items():
+        def call(seed):
+            with warnings.catch_warnings():  # the verdict is computed all the same (no warmup: R-hat warns)
+                warnings.simplefilter("ignore")
+                samples = jaxprobe.sample(seed, logdensity, x0, sampler="mala", num_samples=num_samples, num_warmup=0,
+                                          step_size=gpu.STEP_SIZE, keep_draws=False, progress=False, **extra)
+            jax.block_until_ready(jax.tree.leaves(samples.observables))
+            return samples
+        call(0)
+        best = None
+        for repetition in range(repetitions):
+            answer_speed._PHASE_LOG.clear()
+            tick = time.perf_counter()
+            call(repetition + 1)
+            total = time.perf_counter() - tick
+            phases = collections.defaultdict(float)
+            for name, seconds in answer_speed._PHASE_LOG:
+                phases[name] += seconds
+            if best is None or total < best["total"]:
+                best = {"total": total, **phases}
+        best["other"] = best["total"] - sum(v for k, v in best.items() if k != "total")
+        rows.append({"case": case, "num_chains": num_chains, "num_samples": num_samples,
+                     "limit_seconds": limit_seconds, "ratio": best["total"] / limit_seconds, "phases": best})
+        print(f"sample(keep_draws=False) {case} C={num_chains}: {best['total']:.3f} s, limit {limit_seconds:.3f} s, "
+              f"ratio {best['total'] / limit_seconds:.2f}; " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()
+                                                                       if k != "total"), flush=True)
+        if case == "observable_x":
+            trace_dir = tempfile.mkdtemp()
+            with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+                call(99)
+            print(f"--- sample {case} at C={num_chains}, one call\n{kernel_summary(trace_dir, top=20)}"
+                  f"host:\n{kernel_summary(trace_dir, top=30, host=True)}", flush=True)
+    return rows
+
+
+def kernel_summary(trace_dir: str, top: int = 25, host: bool = False) -> str:
+    """GPU (or, without one, all; ``host``: the host's) events of the perfetto trace in ``trace_dir``, by name:
+    total µs and count."""
     paths = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     if not paths:
         return "no perfetto trace written\n"
@@ -144,7 +214,7 @@ def kernel_summary(trace_dir: str, top: int = 25) -> str:
     events = data["traceEvents"] if isinstance(data, dict) else data
     process = {e["pid"]: e.get("args", {}).get("name", "") for e in events
                if e.get("ph") == "M" and e.get("name") == "process_name"}
-    on_device = [e for e in events if e.get("ph") == "X" and "GPU" in process.get(e.get("pid"), "")]
+    on_device = [e for e in events if e.get("ph") == "X" and ("GPU" in process.get(e.get("pid"), "")) != host]
     chosen = on_device or [e for e in events if e.get("ph") == "X"]
     totals, counts = collections.Counter(), collections.Counter()
     for event in chosen:
@@ -164,6 +234,11 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp())
     parser.add_argument("--profile-calls", type=int, default=3)
     parser.add_argument("--numerics", default=None, help="MALA's numerics mode (default: the platform's)")
+    parser.add_argument("--variants", default=None, help="comma-separated variants to run (default: all; the "
+                        "limit always runs first, as every ratio's base)")
+    parser.add_argument("--sample-chains", default="", help="comma-separated C of the sample(keep_draws=False) "
+                        "phase split (default: none)")
+    parser.add_argument("--sample-draws", type=int, default=1000)
     args = parser.parse_args()
     args.numerics = args.numerics or default_numerics()
     os.makedirs(args.out, exist_ok=True)
@@ -171,10 +246,14 @@ def main() -> None:
     config = gpu.Config(**{**gpu.FULL.__dict__, "repetitions": 3})
     print(f"device: {jax.devices()[0].device_kind}; jax {jax.__version__}; numerics {args.numerics}", flush=True)
     table = []
-    chain_counts = [int(c) for c in args.chains.split(",")]
+    sample_rows = [row for c in args.sample_chains.split(",") if c
+                   for row in sample_phases(logdensity, int(c), args.sample_draws, 3, args.out)]
+    chain_counts = [int(c) for c in args.chains.split(",") if c]
     for num_chains in chain_counts:
         rows = []
         for name, (advance, state) in variants(logdensity, num_chains, args.steps, args.numerics).items():
+            if args.variants and name != "limit" and name not in args.variants.split(","):
+                continue
             state = jax.tree.map(jnp.copy, state)  # each row donates its own buffers
             rows.append(gpu.Row(name, num_chains, args.steps, advance, state, gradients_per_call=1.0))
         gpu.time_rows(rows, config)
@@ -188,7 +267,7 @@ def main() -> None:
                   f"compile {row.compile_seconds:.1f}s", flush=True)
         if num_chains == chain_counts[-1]:
             for row in rows:
-                if row.name not in ("limit", "mala_bare", "monitored_x"):
+                if row.name not in PROFILED:
                     continue
                 if row.name != "limit":  # the limit's program was recorded (results/gpu_profile.h100.md)
                     with open(os.path.join(args.out, f"hlo_{row.name}.txt"), "w") as handle:
@@ -203,7 +282,8 @@ def main() -> None:
     with open(os.path.join(args.out, "gpu_profile.json"), "w") as handle:
         json.dump({"device": jax.devices()[0].device_kind, "jax": jax.__version__, "steps": args.steps,
                    "rows": [dict(zip(("num_chains", "variant", "ms_per_step", "chain_steps_per_second",
-                                      "ratio_to_limit", "compile_seconds"), row)) for row in table]}, handle,
+                                      "ratio_to_limit", "compile_seconds"), row)) for row in table],
+                   "sample_phases": sample_rows}, handle,
                   indent=1)
     print(f"at {time.strftime('%H:%M:%S')}: wrote {args.out}")
 

@@ -255,16 +255,18 @@ def _timed(fn, *args):
     return out, time.perf_counter() - start
 
 
-def compare(question: dict, seeds: int, num_particles: int, log) -> dict:
-    """Every jaxprobe variant and BlackJAX on one question, ``seeds`` seeds each, with their ratios."""
+def compare(question: dict, seeds: int, num_particles: int, log, variants: dict | None = None,
+            blackjax_settings: dict | None = None) -> dict:
+    """Every jaxprobe variant (default :data:`JAXPROBE_VARIANTS`) and BlackJAX setting (default
+    :data:`BLACKJAX_SETTINGS`) on one question, ``seeds`` seeds each, with their ratios."""
     truth, log_z_true = closed_form(question)
     keys = jax.random.split(jax.random.key(0), seeds)
     rows = {}
-    for name, options in JAXPROBE_VARIANTS.items():
+    for name, options in (variants or JAXPROBE_VARIANTS).items():
         out, seconds = _timed(run_jaxprobe, question, keys, num_particles, options)
         shares, log_z, grads, share_se, log_z_se = out
         rows[f"jaxprobe:{name}"] = summarize(shares, log_z, grads, truth, log_z_true, seconds, share_se, log_z_se)
-    for name, setting in BLACKJAX_SETTINGS.items():
+    for name, setting in (blackjax_settings or BLACKJAX_SETTINGS).items():
         out, seconds = _timed(run_blackjax, question, keys, num_particles, setting["num_mcmc_steps"],
                               setting["leapfrog"], setting["target_ess"])
         rows[f"blackjax:{name}"] = summarize(*out, truth, log_z_true, seconds)
@@ -338,7 +340,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--particles", type=int, default=None)
     parser.add_argument("--only", default=None, help="comma-separated question names")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                        help="a jaxprobe setting to measure beside the default (tempered_smc options as JSON, e.g. "
+                             "'4-steps={\"kernel\": \"mala\", \"num_mcmc_steps\": 4, \"target_ess\": 0.7, "
+                             "\"num_groups\": 16}'); given, it replaces the other recorded variants")
+    parser.add_argument("--blackjax", default=None, help="comma-separated BlackJAX settings (default: all)")
     args = parser.parse_args(argv)
+    variants = dict(JAXPROBE_VARIANTS)
+    if args.variant:
+        variants = {"default": JAXPROBE_VARIANTS["default"]}
+        for text in args.variant:
+            name, _, options = text.partition("=")
+            variants[name] = json.loads(options)
+    settings = BLACKJAX_SETTINGS
+    if args.blackjax:
+        unknown = set(args.blackjax.split(",")) - set(BLACKJAX_SETTINGS)
+        if unknown:
+            parser.error(f"--blackjax: unknown settings {sorted(unknown)}; known: {sorted(BLACKJAX_SETTINGS)}")
+        settings = {name: BLACKJAX_SETTINGS[name] for name in args.blackjax.split(",")}
     num_particles = args.particles or (512 if args.quick else 2048)
     out = args.out or (tempfile.mkdtemp(prefix="smc-peers-") if args.quick else RESULTS)
 
@@ -350,14 +369,14 @@ def main(argv=None) -> dict:
     record = {}
     for name in names:
         log(f"{name}:")
-        record[name] = compare(QUESTIONS[name], args.seeds, num_particles, log)
+        record[name] = compare(QUESTIONS[name], args.seeds, num_particles, log, variants, settings)
     result = {"command": "python -m jaxprobe.bench.smc_peers " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.machine()}, {os.cpu_count()}-core CPU, shared" if jax.devices()[0].platform == "cpu"
               else f"{platform.machine()}, {jax.devices()[0].device_kind}",
               "jax": jax.__version__, "blackjax": blackjax.__version__, "jaxprobe": jaxprobe.__version__,
-              "seeds": args.seeds, "particles": num_particles, "variants": JAXPROBE_VARIANTS,
-              "blackjax_settings": BLACKJAX_SETTINGS,
+              "seeds": args.seeds, "particles": num_particles, "variants": variants,
+              "blackjax_settings": settings,
               "total_seconds": time.perf_counter() - started, "questions": record}
     write_results(out, "smc_peers", result, markdown(result))
     log(f"wrote {out}/smc_peers.json ({result['total_seconds']:.0f} s)")
