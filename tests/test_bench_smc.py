@@ -69,3 +69,20 @@ def test_smc_settings_ratios_are_spreads_per_gradient_against_the_best_peer(tmp_
             assert 1 <= stages <= 20, (name, stages)
     smc_settings.main(["--render", str(tmp_path / "smc_settings.json")])
     assert "(default)" in (tmp_path / "smc_settings.md").read_text()
+
+
+@pytest.mark.slow  # ~20 s: 4 seeds of 512 particles, two jaxprobe settings and one BlackJAX setting on one question
+def test_smc_peers_measures_the_settings_named_on_the_command_line(tmp_path):
+    from jaxprobe.bench import smc_peers
+    variant = {"kernel": "mala", "num_mcmc_steps": 2, "target_ess": 0.6, "num_groups": 4}
+    result = smc_peers.main(["--quick", "--seeds", "4", "--only", "mix2d", "--blackjax", "1x5-ess0.5",
+                             "--variant", "two-steps=" + json.dumps(variant), "--out", str(tmp_path)])
+    rows = result["questions"]["mix2d"]["samplers"]
+    assert sorted(rows) == ["blackjax:1x5-ess0.5", "jaxprobe:default", "jaxprobe:two-steps"]
+    assert result["variants"]["two-steps"] == variant
+    # Its gradient evaluations are its own: 2 MALA steps per stage, fewer than the default's 5.
+    assert rows["jaxprobe:two-steps"]["gradient_evaluations"] < rows["jaxprobe:default"]["gradient_evaluations"]
+    saved = json.loads((tmp_path / "smc_peers.json").read_text())
+    assert saved["blackjax_settings"] == {"1x5-ess0.5": smc_peers.BLACKJAX_SETTINGS["1x5-ess0.5"]}
+    with pytest.raises(SystemExit):
+        smc_peers.main(["--quick", "--blackjax", "2x9-ess0.1", "--out", str(tmp_path)])

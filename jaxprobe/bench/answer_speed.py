@@ -167,14 +167,16 @@ PROGRESS = Progress(None, {})
 # ------------------------------------------------------------------ targets
 
 
-def make_target(dim: int = DIM, seed: int = 0) -> tuple[Callable, Callable]:
+def make_target(dim: int | None = None, seed: int = 0) -> tuple[Callable, Callable]:
     """``(probe, logdensity)`` of the d-input MLP probe (:func:`jaxprobe.benchmark.targets.mlp_probe`),
-    ``jaxprobe.gibbs(G, τ, N(0, I))``."""
+    ``jaxprobe.gibbs(G, τ, N(0, I))``; d = :data:`DIM` (``--dim``) unless given."""
+    dim = DIM if dim is None else dim
     _, probe, G = mlp_probe(dim, HIDDEN, seed)
     return probe, jaxprobe.gibbs(G, TEMPERATURE, jaxprobe.priors.StandardNormal())
 
 
-def initial_positions(num_chains: int, dim: int = DIM, seed: int = 1) -> jax.Array:
+def initial_positions(num_chains: int, dim: int | None = None, seed: int = 1) -> jax.Array:
+    dim = DIM if dim is None else dim
     return jax.random.normal(jax.random.key(seed), (num_chains, dim), jnp.float32)
 
 
@@ -553,6 +555,8 @@ def _vm_hwm_kb() -> int | None:
 def child_main(spec: dict[str, Any]) -> None:
     """One memory measurement: the configuration's call twice (the first result freed before the second),
     then the peak resident memory of this process."""
+    global DIM
+    DIM = spec.get("dim", DIM)
     times = []
     if spec["kind"] == "keep_draws_false":
         x0 = np.asarray(jax.random.normal(jax.random.key(1), (spec["num_chains"], 2), jnp.float32))
@@ -611,7 +615,8 @@ def memory_section(config: Config) -> list[dict[str, Any]]:
                     rows.append(PROGRESS.get(unit))
                     continue
                 log(f"memory: {kind} C={num_chains} thin={thin}")
-                spec = {"kind": kind, "num_chains": num_chains, "thin": thin, "num_warmup": config.num_warmup}
+                spec = {"kind": kind, "num_chains": num_chains, "thin": thin, "num_warmup": config.num_warmup,
+                        "dim": DIM}
                 full = run_child(spec | {"num_samples": config.num_samples})
                 base = run_child(spec | {"num_samples": 20})
                 draws_bytes = num_chains * config.num_samples * (DIM + 1) * 4
@@ -784,8 +789,8 @@ def _header_section(results: dict[str, Any]) -> list[str]:
              f"Load average (1/5/15 min) before: {' / '.join(f'{v:.2f}' for v in load['before'])}; after: "
              f"{' / '.join(f'{v:.2f}' for v in load['after'])}. "
              + throughput.load_banner(results) + segments_note(results), "",
-             f"Target: MLP probe {DIM}→{HIDDEN}→{HIDDEN}→1, G = (f(x) − 0.5)², τ = {TEMPERATURE}, N(0, I) prior, "
-             f"float32. Every timed call uses seed {SEED}; candidates of one row are called in one loop whose order "
+             f"Target: MLP probe {config['dim']}→{HIDDEN}→{HIDDEN}→1, G = (f(x) − 0.5)², τ = {TEMPERATURE}, "
+             f"N(0, I) prior, float32. Every timed call uses seed {SEED}; candidates of one row are called in one loop whose order "
              f"rotates each repetition ({config['repetitions']} repetitions after an untimed first call that "
              "compiles); ratio = min time / min time, (in brackets) the median over repetitions of the ratio "
              "within one repetition, and the same with process CPU time (the stable figure when the machine is "
@@ -988,6 +993,8 @@ def summary(results: dict[str, Any]) -> dict[str, bool]:
             out[f"memory C={row['num_chains']} thin={row['thin']}: ≤ {MEMORY_TARGET}× draws + constant "
                 f"({row['ratio']:.2f})"] = row["pass"]
     kd = results["keep_draws"]
+    if kd is None:  # another d: section 4's 2-D target is the default run's
+        return out
     if "memory" in kd:
         out[f"keep_draws=False within {KEEP_DRAWS_FALSE_TARGET_MB:.0f} MB of 20 draws "
             f"({kd['memory']['difference_mb']:+.0f} MB)"] = kd["memory"]["pass"]
@@ -1007,6 +1014,8 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--thin10-max-chains", type=int, default=None,
                         help="thin=10 rows up to this many chains (default 2048: each costs 10x the transitions)")
     parser.add_argument("--repetitions", type=int, default=None, help="interleaved repetitions (default 5)")
+    parser.add_argument("--dim", type=int, default=None,
+                        help=f"the probe's input dimension (default {DIM}); another writes answer_speed.dD.json/.md")
     parser.add_argument("--no-memory", action="store_true", help="skip the subprocess memory measurements")
     parser.add_argument("--sections", default="mala,samplers,memory,keep_draws",
                         help="comma-separated subset of mala,samplers,memory,keep_draws (development)")
@@ -1031,6 +1040,11 @@ def _render_again(path: str) -> dict[str, Any]:
 
 def _configure(args: argparse.Namespace) -> tuple[Config, set[str]]:
     """The sizes (:data:`QUICK` or :data:`FULL`, with the command line's overrides) and the sections to run."""
+    global DIM
+    if args.dim is not None:
+        if args.dim < 1:
+            raise SystemExit(f"--dim must be a positive integer, got {args.dim}")
+        DIM = args.dim
     config = QUICK if args.quick else FULL
     if args.chains:
         config = dataclasses.replace(config, chains=tuple(int(c) for c in args.chains.split(",")))
@@ -1088,18 +1102,20 @@ def _close_segments(results: dict[str, Any], other_work: throughput.OtherWork) -
 
 
 def _write_results(results: dict[str, Any], out_dir: str) -> None:
-    """``answer_speed.json`` and ``.md`` (with the summary) into ``out_dir``, or only
-    ``answer_speed.partial.json`` when section 1 or 4 did not run (no summary without them)."""
-    if results["keep_draws"] is None or not results["mala"]:
-        write_atomically(os.path.join(out_dir, "answer_speed.partial.json"), json.dumps(results, indent=2) + "\n")
-        log(f"partial run: wrote {out_dir}/answer_speed.partial.json only")
+    """``answer_speed.json`` and ``.md`` (with the summary) into ``out_dir`` (``answer_speed.dD.*`` for another
+    d than the default, which needs no section 4: its 2-D target does not depend on d), or only
+    ``answer_speed[.dD].partial.json`` when section 1 (or, at the default d, 4) did not run."""
+    name = "answer_speed" if results["config"]["dim"] == 50 else f"answer_speed.d{results['config']['dim']}"
+    if not results["mala"] or (results["keep_draws"] is None and results["config"]["dim"] == 50):
+        write_atomically(os.path.join(out_dir, f"{name}.partial.json"), json.dumps(results, indent=2) + "\n")
+        log(f"partial run: wrote {out_dir}/{name}.partial.json only")
         return
     results["summary"] = summary(results)
-    write_atomically(os.path.join(out_dir, "answer_speed.json"), json.dumps(results, indent=2) + "\n")
+    write_atomically(os.path.join(out_dir, f"{name}.json"), json.dumps(results, indent=2) + "\n")
     table = markdown(results)
-    write_atomically(os.path.join(out_dir, "answer_speed.md"), table)
+    write_atomically(os.path.join(out_dir, f"{name}.md"), table)
     print(table)
-    log(f"done in {results['total_seconds']:.0f} s; wrote {out_dir}/answer_speed.json and answer_speed.md")
+    log(f"done in {results['total_seconds']:.0f} s; wrote {out_dir}/{name}.json and {name}.md")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -1,0 +1,22 @@
+"""``jaxprobe.bench.answer_speed`` at another probe dimension (``--dim``): its own files, its d in the record."""
+
+import json
+
+import pytest
+
+from jaxprobe.bench import answer_speed
+
+
+@pytest.mark.slow  # ~30 s: section 1 at C = 16 on a d = 3 probe, quick sizes (CI's slow pass runs it)
+def test_answer_speed_at_another_dimension_writes_its_own_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(answer_speed, "DIM", answer_speed.DIM)  # --dim sets the module's d: restored after
+    answer_speed.main(["--quick", "--dim", "3", "--chains", "16", "--sections", "mala", "--no-memory",
+                       "--repetitions", "2", "--out", str(tmp_path)])
+    record = json.loads((tmp_path / "answer_speed.d3.json").read_text())
+    assert record["config"]["dim"] == 3 and record["keep_draws"] is None
+    (row,) = [row for row in record["mala"] if row["thin"] == 1]
+    assert row["num_chains"] == 16 and row["ratio"] > 0 and row["same_work"]["identical_draw_fraction"] == 1.0
+    assert "MLP probe 3→" in (tmp_path / "answer_speed.d3.md").read_text()
+    assert not (tmp_path / "answer_speed.json").exists()  # the default d's record is not overwritten
+    with pytest.raises(SystemExit, match="--dim must be a positive integer"):
+        answer_speed.main(["--quick", "--dim", "0", "--out", str(tmp_path)])
