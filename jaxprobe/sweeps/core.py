@@ -700,7 +700,6 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     settings, the fixed settings, the key and the question's log density at fixed points (so a changed
     setting or question never reuses old results)."""
     _check_run_options(convergence, numerics, keep_draws, observables, checkpoint, grid)
-    rng_key = canonicalize_key(rng_key)
     cells = cells_of(grid)
     axes = classify_axes(cells, static)
     check_cells(cells)
@@ -721,6 +720,9 @@ def _validate_sweep(rng_key, build_probe, grid, *, num_chains, num_samples, temp
     batched_probe_axes = [a for a in axes if a.batched and a.name not in engine_names]
     static_axes = [a for a in axes if not a.batched]
 
+    # An int seed becomes a key only now: making one compiles (threefry's seeding), and a bad grid is refused
+    # before anything compiles.
+    rng_key = canonicalize_key(rng_key)
     # Fixed settings (not grid axes) name the cells, so a changed setting never reuses old results.
     numerics = resolve_numerics(numerics, jax.devices() if devices is None else devices).mode
     fixed_settings = _fixed_settings(defaults, axis_names, sampler_options, rng_key, dtype, numerics)
