@@ -49,7 +49,7 @@ def test_smc_settings_ratios_are_spreads_per_gradient_against_the_best_peer(tmp_
     result = json.loads((tmp_path / "smc_settings.json").read_text())
     question = result["questions"]["mix2d"]
     rows = question["samplers"]
-    assert {"jaxprobe:3-steps-ess0.8", "jaxprobe:5-steps-ess0.5", "blackjax:1x5-ess0.5",
+    assert {"jaxprobe:4-steps-ess0.7", "jaxprobe:5-steps-ess0.5", "blackjax:1x5-ess0.5",
             "blackjax:1x3-ess0.8"} == set(rows)
     for quantity, spread in (("share", "share_spread"), ("log_z", "log_z_sd")):
         best = question["best_peer"][quantity]

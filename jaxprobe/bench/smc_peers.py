@@ -69,12 +69,13 @@ HMC_STEP = 0.25
 _DEFAULT = SMC()
 #: jaxprobe's SMC as ``generate(..., sampler="smc")`` runs it by default (its kernel, steps per stage and target
 #: ESS read from :class:`jaxprobe.engine.kernels.SMC`; 16 groups as at 2,048 particles), and the variants measured
-#: beside it (sampler options of :func:`jaxprobe.engine.smc.tempered_smc`): the default before (10 steps at ESS
-#: 0.5), 3 shorter-stage steps at ESS 0.8, and the particles' variance as the mass matrix instead of their Fisher
-#: information.
+#: beside it (sampler options of :func:`jaxprobe.engine.smc.tempered_smc`): the two defaults before (5 steps at ESS
+#: 0.5, 10 steps at ESS 0.5), 3 shorter-stage steps at ESS 0.8, and the particles' variance as the mass matrix
+#: instead of their Fisher information.
 JAXPROBE_VARIANTS: dict[str, dict] = {
     "default": {"kernel": _DEFAULT.kernel, "num_mcmc_steps": _DEFAULT.num_mcmc_steps,
                 "target_ess": _DEFAULT.target_ess, "num_groups": 16},
+    "5-steps-ess0.5": {"kernel": "mala", "num_mcmc_steps": 5, "target_ess": 0.5, "num_groups": 16},
     "10-steps-ess0.5": {"kernel": "mala", "num_mcmc_steps": 10, "target_ess": 0.5, "num_groups": 16},
     "3-steps-ess0.8": {"kernel": "mala", "num_mcmc_steps": 3, "target_ess": 0.8, "num_groups": 16},
     "variance-mass": {"kernel": _DEFAULT.kernel, "num_mcmc_steps": _DEFAULT.num_mcmc_steps,
@@ -256,11 +257,12 @@ def _timed(fn, *args):
 
 
 def compare(question: dict, seeds: int, num_particles: int, log, variants: dict | None = None,
-            blackjax_settings: dict | None = None) -> dict:
+            blackjax_settings: dict | None = None, key: int = 0) -> dict:
     """Every jaxprobe variant (default :data:`JAXPROBE_VARIANTS`) and BlackJAX setting (default
-    :data:`BLACKJAX_SETTINGS`) on one question, ``seeds`` seeds each, with their ratios."""
+    :data:`BLACKJAX_SETTINGS`) on one question, ``seeds`` seeds each (from ``jax.random.key(key)``), with their
+    ratios."""
     truth, log_z_true = closed_form(question)
-    keys = jax.random.split(jax.random.key(0), seeds)
+    keys = jax.random.split(jax.random.key(key), seeds)
     rows = {}
     for name, options in (variants or JAXPROBE_VARIANTS).items():
         out, seconds = _timed(run_jaxprobe, question, keys, num_particles, options)
@@ -345,6 +347,8 @@ def main(argv=None) -> dict:
                              "'4-steps={\"kernel\": \"mala\", \"num_mcmc_steps\": 4, \"target_ess\": 0.7, "
                              "\"num_groups\": 16}'); given, it replaces the other recorded variants")
     parser.add_argument("--blackjax", default=None, help="comma-separated BlackJAX settings (default: all)")
+    parser.add_argument("--key", type=int, default=0, help="the seeds' root key (default 0; another gives seeds "
+                        "independent of the recorded run's, to confirm a setting chosen on them)")
     args = parser.parse_args(argv)
     variants = dict(JAXPROBE_VARIANTS)
     if args.variant:
@@ -369,13 +373,13 @@ def main(argv=None) -> dict:
     record = {}
     for name in names:
         log(f"{name}:")
-        record[name] = compare(QUESTIONS[name], args.seeds, num_particles, log, variants, settings)
+        record[name] = compare(QUESTIONS[name], args.seeds, num_particles, log, variants, settings, args.key)
     result = {"command": "python -m jaxprobe.bench.smc_peers " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.machine()}, {os.cpu_count()}-core CPU, shared" if jax.devices()[0].platform == "cpu"
               else f"{platform.machine()}, {jax.devices()[0].device_kind}",
               "jax": jax.__version__, "blackjax": blackjax.__version__, "jaxprobe": jaxprobe.__version__,
-              "seeds": args.seeds, "particles": num_particles, "variants": variants,
+              "seeds": args.seeds, "key": args.key, "particles": num_particles, "variants": variants,
               "blackjax_settings": settings,
               "total_seconds": time.perf_counter() - started, "questions": record}
     write_results(out, "smc_peers", result, markdown(result))

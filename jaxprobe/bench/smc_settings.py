@@ -46,10 +46,10 @@ from jaxprobe.engine.kernels import SMC
 
 RESULTS = results_dir()
 #: jaxprobe's settings: (MALA steps per stage, target ESS).
-JAXPROBE_GRID = [(5, 0.5), (10, 0.5), (2, 0.8), (3, 0.8), (5, 0.8)]
+JAXPROBE_GRID = [(4, 0.7), (5, 0.5), (10, 0.5), (2, 0.8), (3, 0.8), (5, 0.8)]
 #: BlackJAX's settings: (HMC steps per stage, leapfrog steps per HMC step, target ESS).
 BLACKJAX_GRID = [(2, 5, 0.5), (1, 5, 0.5), (1, 3, 0.8)]
-QUICK_GRID = ([(3, 0.8), (5, 0.5)], [(1, 5, 0.5), (1, 3, 0.8)])
+QUICK_GRID = ([(4, 0.7), (5, 0.5)], [(1, 5, 0.5), (1, 3, 0.8)])
 
 
 def _cost_normalized(shares: np.ndarray, log_z: np.ndarray, grads: float) -> np.ndarray:

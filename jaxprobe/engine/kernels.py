@@ -719,8 +719,8 @@ class SMC(BaseKernel):
     the ``kernel`` sampler (``"mala"`` or ``"hmc"``, :meth:`chains`) at the target; as a
     :class:`jaxprobe.engine.protocols.Kernel` it is that kernel (``init``, ``step``, parameters and
     warmup delegate to :meth:`chains`). Options:
-    ``kernel``, ``num_mcmc_steps`` (inner steps per stage, default 5), ``target_ess`` (ESS fraction
-    that sets each λ increment, default 0.5), ``num_groups`` (independent particle groups, for the
+    ``kernel``, ``num_mcmc_steps`` (inner steps per stage, default 4), ``target_ess`` (ESS fraction
+    that sets each λ increment, default 0.7), ``num_groups`` (independent particle groups, for the
     standard error of log Z), ``max_stages``, ``num_integration_steps`` (HMC).
 
     Examples
@@ -736,11 +736,12 @@ class SMC(BaseKernel):
     uses_gradient: ClassVar[bool] = True
     kernel: str = choice_option("mala", SMC_INNER_KERNELS,
                                 doc="the kernel that moves the particles, then the chains")
-    # 5 steps at ESS 0.5: spread of mode shares and log Z per gradient evaluation 0.75-1.01× that of BlackJAX's best
-    # setting on the three questions of benchmarks/results/smc_settings.md (60 seeds); 10 steps (the default before)
-    # 1.06-1.30×; 3 steps at ESS 0.8 0.70-0.93× in d ≤ 4 but 1.23× on log Z in d = 10.
-    num_mcmc_steps: int = int_option(5, minimum=1, doc="inner kernel steps per tempering stage")
-    target_ess: float = float_option(0.5, minimum=0.0, maximum=1.0, exclusive_minimum=True, exclusive_maximum=True,
+    # 4 steps at ESS 0.7: spread of mode shares and log Z per gradient evaluation 0.80-0.95× that of BlackJAX's best
+    # setting on each of the three questions of benchmarks/results/smc_peers.md, in two independent sets of seeds
+    # (200 seeds, then 300 more); 5 steps at ESS 0.5 (the default before) 0.86-1.12×, 10 steps (before that)
+    # 1.0-1.4×, 3 steps at ESS 0.8 0.72-1.01×: a little more gradients per stage, many fewer stages' noise.
+    num_mcmc_steps: int = int_option(4, minimum=1, doc="inner kernel steps per tempering stage")
+    target_ess: float = float_option(0.7, minimum=0.0, maximum=1.0, exclusive_minimum=True, exclusive_maximum=True,
                                      doc="effective sample size fraction that sets each increment of λ")
     num_groups: int | None = int_option(None, minimum=1, allow_none=True,
                                         doc="independent particle groups (None: N/128 clipped to [2, 16])")

@@ -406,8 +406,8 @@ def tempered_smc(
     particles: Array,
     *,
     kernel: str = "mala",
-    num_mcmc_steps: int = 5,
-    target_ess: float = 0.5,
+    num_mcmc_steps: int = 4,
+    target_ess: float = 0.7,
     max_stages: int = 200,
     num_groups: int = 8,
     initial_step_size: float | None = None,
@@ -432,9 +432,10 @@ def tempered_smc(
     particles: ``(N, D)`` float, exact independent draws of ``r`` (λ = 0).
     kernel: ``"mala"`` (preconditioned MALA) or ``"hmc"`` (HMC, ``num_integration_steps``
         leapfrog steps). Static.
-    num_mcmc_steps: inner-kernel steps per particle per stage (≥ 1; default 5, as ``sampler="smc"``: the
-        least spread per gradient evaluation among 2-10 steps measured, ``benchmarks/results/smc_settings.md``). Static.
-    target_ess: ESS fraction in (0, 1) that fixes each λ increment. Traced (no recompile).
+    num_mcmc_steps: inner-kernel steps per particle per stage (≥ 1; default 4, as ``sampler="smc"``: with
+        ``target_ess`` 0.7, less spread of mode shares and log Z per gradient evaluation than BlackJAX's best
+        setting on every question of ``benchmarks/results/smc_peers.md``). Static.
+    target_ess: ESS fraction in (0, 1) that fixes each λ increment (default 0.7). Traced (no recompile).
     max_stages: the most stages; ``info.reached_target`` says whether λ got to 1. Static.
     num_groups: independent particle groups for the standard error of ``log Z``; N must be
         divisible by it and N ≥ 2·num_groups. Static.
