@@ -957,6 +957,7 @@ def _start_range(run: _Run) -> np.ndarray:
 def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, monitored) -> Samples:
     """The run's :class:`Samples` with its verdict, from the statistics folded in on the device (with how far
     the starting points spread over the draws, or after SMC its tempering path), and its observables."""
+    position, logdensity = draws.finished()
     steps = run.num_samples * run.thin
     smc_result = placed.smc_result
     gradient_evaluations = stats_sum["num_gradient_evaluations"]
@@ -981,7 +982,6 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         num_groups=num_groups,  # after SMC: the independent groups behind every error bar (too few: a warning)
         # the chains' own starts (after SMC the particles, judged by their tempering path instead)
         start_range=None if smc_result is not None else _start_range(run))
-    position, logdensity = draws.finished()  # after the verdict: an accelerator's transfer ran meanwhile
     return Samples(
         # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
         positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),

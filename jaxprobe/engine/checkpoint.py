@@ -49,7 +49,7 @@ from jaxprobe._io import (CorruptFileError, CorruptFileWarning, crc32, free_byte
                           read_checked_npz, write_checked_npz)
 from jaxprobe.engine import core
 from jaxprobe.engine.compiled import jit_bounded
-from jaxprobe.engine.host import on_accelerator, to_device, to_host
+from jaxprobe.engine.host import to_device, to_host
 from jaxprobe.types import PRNGKey
 
 # The rest (HostDraws, CheckpointWriter, Checkpoint, prepare, resume, discard_unsaved, run_identity,
@@ -246,14 +246,11 @@ class HostDraws:
         self.count = end
 
     def hold(self, trace: "core.Trace") -> None:
-        """Take a whole run's device buffer as the draws: on a CPU device NumPy views its memory, no copy; off
-        one, its copy to the host starts now and :meth:`finished` collects it, so that the transfer overlaps
-        with the verdict's host work (the transfer is most of a MALA run on an H100 machine)."""
-        if on_accelerator(trace.position) and jax.process_count() == 1:
-            for leaf in trace:
-                leaf.copy_to_host_async()
-            self.position, self.logdensity = trace.position, trace.logdensity
-            return
+        """Take a whole run's device buffer as the draws: on a CPU device NumPy views its memory, no copy.
+
+        (Off a CPU the copy is made here. Starting it asynchronously and collecting it after the verdict was
+        tried on an H100 and did not pay: 1.16× / 1.16× / 1.06× the limit against 1.12× / 1.11× / 1.08×,
+        ``benchmarks/results/answer_speed.h100.held-draws.md``.)"""
         self.position, self.logdensity = to_host(trace.position), to_host(trace.logdensity)
 
     def rows_crc(self, start: int, end: int) -> list[int]:
@@ -359,7 +356,7 @@ class HostDraws:
         if not self.keep:
             return None, None
         if self.mapped_folder is None:
-            return to_host(self.position), to_host(self.logdensity)  # a held device buffer arrives here
+            return self.position, self.logdensity
         out = []
         for name in _DRAWS_FILES:
             getattr(self, name).flush()

@@ -337,7 +337,7 @@ def test_starting_points_and_observables_on_an_accelerator_stay_there_and_give_t
     # On a GPU, device-resident starting points and the observables' O(C·D) sums were brought to the host and
     # back (0.2 s of extra transfers and 0.6 s of NumPy at 2^20 chains on an H100): now they are checked,
     # flattened, placed and reduced where they are. The same run through both paths gives the same answer.
-    from jaxprobe.engine import checkpoint, host, streaming
+    from jaxprobe.engine import host, streaming
     x0 = {"a": jnp.asarray(normal_starts(8, 2, seed=3)), "b": jnp.asarray(normal_starts(8, 1, seed=4))}
 
     def logdensity(position):
@@ -346,7 +346,7 @@ def test_starting_points_and_observables_on_an_accelerator_stay_there_and_give_t
     options = dict(num_samples=200, num_warmup=100, progress=False, keep_draws=False, observables=observables)
     on_host = jaxprobe.sample(5, logdensity, x0, **options)
     draws_on_host = jaxprobe.sample(5, logdensity, x0, **{**options, "keep_draws": True})
-    for module in (api, streaming, host, checkpoint):
+    for module in (api, streaming, host):
         monkeypatch.setattr(module, "on_accelerator", _as_if_on_an_accelerator)
     assert isinstance(api._Layout(x0).flatten_chains(x0), jax.Array)  # no host copy of the starts
     kept = jaxprobe.sample(5, logdensity, x0, **options)
@@ -357,7 +357,7 @@ def test_starting_points_and_observables_on_an_accelerator_stay_there_and_give_t
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
         assert kept.observables[name].num_batches == on_host.observables[name].num_batches
     assert kept.verdict.start_coverage == on_host.verdict.start_coverage
-    # Kept draws held on the device come to the host while the verdict is made, the same values.
+    # Kept draws of a run on the device: the same values on the host.
     draws = jaxprobe.sample(5, logdensity, x0, **{**options, "keep_draws": True})
     for name in ("a", "b"):
         assert isinstance(draws.positions[name], np.ndarray)
