@@ -288,14 +288,24 @@ def fold_draw(monitor: Monitor, carry: tuple[DrawStats, dict[str, ObservableSums
     stats, observables = carry
     dtype = stats.subset.dtype
     chains, stride, num_subset = monitor.plan()
-    row = jnp.where(((index + 1) % stride == 0) & (index < num_subset * stride), index // stride, num_subset)
-    chosen_position, chosen_logdensity = position, logdensity
-    if len(chains) < monitor.num_chains:
-        take = jnp.asarray(chains)
-        chosen_position, chosen_logdensity = position[take], logdensity[take]
-    values = jnp.concatenate([chosen_position.astype(dtype), chosen_logdensity.astype(dtype)[:, None]], axis=1)
-    stats = DrawStats(stats.nonfinite_draws + (~jnp.isfinite(logdensity)).astype(jnp.int32),
-                      jax.lax.dynamic_update_index_in_dim(stats.subset, values, row, 0))
+    in_subset = ((index + 1) % stride == 0) & (index < num_subset * stride)
+    row = jnp.where(in_subset, index // stride, num_subset)  # draws outside the subset: its spare last row
+
+    def write(subset):
+        chosen_position, chosen_logdensity = position, logdensity
+        if len(chains) < monitor.num_chains:
+            take = jnp.asarray(chains)
+            chosen_position, chosen_logdensity = position[take], logdensity[take]
+        values = jnp.concatenate([chosen_position.astype(dtype), chosen_logdensity.astype(dtype)[:, None]], axis=1)
+        return jax.lax.dynamic_update_index_in_dim(subset, values, row, 0)
+
+    # On a CPU only the subset's draws are written (a conditional in the scan costs nothing there): writing every
+    # draw's row (C_sub × (D + 1) values) cost 5% of a d = 784 MLP probe's MALA run at 256 chains. On an
+    # accelerator the conditional would read its predicate back to the host every step, so every draw writes.
+    subset = jax.lax.platform_dependent(
+        stats.subset, cpu=lambda subset: jax.lax.cond(in_subset, write, lambda unchanged: unchanged, subset),
+        default=write)
+    stats = DrawStats(stats.nonfinite_draws + (~jnp.isfinite(logdensity)).astype(jnp.int32), subset)
     batch = (index * monitor.num_batches) // monitor.num_draws
     folded = {}
     for name, fn in monitor.observables:
