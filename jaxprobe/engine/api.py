@@ -768,6 +768,7 @@ class _Placed:
     kernel: Any  # run.kernel with the run's numerics
     state: core.EngineState
     smc_result: Any  # the SMC run the chains start from, or None
+    start_range: Any  # (2, D) smallest and largest starting point per coordinate (None after SMC)
 
 
 def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_warmup, step_size, inverse_mass_matrix,
@@ -814,7 +815,8 @@ def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
     policy = resolve_numerics(run.numerics, sharding.mesh.devices.flat)  # None: decided by the run's devices
     kernel = with_numerics(run.kernel, policy)
     layout, dtype = run.layout, run.dtype
-    positions = _to_device(layout.flatten_chains(run.initial_positions).astype(dtype), sharding)
+    starts = layout.flatten_chains(run.initial_positions).astype(dtype)
+    positions = _to_device(starts, sharding)
     parameters = core.default_parameters(kernel, run.num_chains, layout.dim, dtype, run.step_size,
                                          run.inverse_mass_matrix)
     parameters = jax.tree.map(lambda p: _to_device(p, sharding), parameters)
@@ -830,7 +832,10 @@ def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
             f"logdensity_fn is not finite at initial_positions of chains {bad[:10].tolist()}: "
             "start every chain inside the support of the target"
         )
-    return _Placed(sharding, policy, kernel, state, smc_result)
+    # What the verdict needs of the starts, computed where they are (off a CPU only (2, D) comes to the host).
+    starts_range = None if smc_result is not None else (
+        to_host(start_range(starts, xp=jnp)) if on_accelerator(starts) else start_range(starts))
+    return _Placed(sharding, policy, kernel, state, smc_result, starts_range)
 
 
 def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", checkpoint, run_id, writer, bar):
@@ -947,13 +952,6 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
     return state, stats_sum, monitored
 
 
-def _start_range(run: _Run) -> np.ndarray:
-    """:func:`~jaxprobe.engine.verdict.start_range` of the run's starting points, computed where they are (on a
-    device, only the ``(2, D)`` result comes to the host)."""
-    flat = run.layout.flatten_chains(run.initial_positions).astype(run.dtype)
-    return to_host(start_range(flat, xp=jnp)) if on_accelerator(flat) else start_range(flat)
-
-
 def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, monitored) -> Samples:
     """The run's :class:`Samples` with its verdict, from the statistics folded in on the device (with how far
     the starting points spread over the draws, or after SMC its tempering path), and its observables."""
@@ -981,7 +979,7 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         tempering=Tempering.of_path(evidence["evidence_path"]["inverse_temperature"]) if evidence else None,
         num_groups=num_groups,  # after SMC: the independent groups behind every error bar (too few: a warning)
         # the chains' own starts (after SMC the particles, judged by their tempering path instead)
-        start_range=None if smc_result is not None else _start_range(run))
+        start_range=placed.start_range)
     return Samples(
         # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
         positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),
