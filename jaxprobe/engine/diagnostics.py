@@ -97,8 +97,16 @@ def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _normal_scores(twice_rank: np.ndarray, has_nan: np.ndarray, n: int) -> np.ndarray:
     """Blom's z = Φ⁻¹((r − 3/8) / (n + 1/4)) of average ranks r given as ``2r − 2`` (NaN where ``has_nan``)."""
-    table = ndtri((np.arange(1.0, n + 0.75, 0.5) - 3.0 / 8.0) / (n + 0.25))  # z of ranks 1, 1.5, ..., n
-    return np.where(has_nan, np.nan, table[twice_rank])  # a slice with a NaN is all NaN, as in rankdata
+    scores = _blom_table(n)[twice_rank]
+    return np.where(has_nan, np.nan, scores) if has_nan.any() else scores  # a slice with a NaN is all NaN
+
+
+@functools.lru_cache(maxsize=16)
+def _blom_table(n: int) -> np.ndarray:
+    """Blom's z of the average ranks 1, 1.5, ..., n of n values (read-only: shared between calls)."""
+    table = ndtri((np.arange(1.0, n + 0.75, 0.5) - 3.0 / 8.0) / (n + 0.25))
+    table.flags.writeable = False
+    return table
 
 
 def _rank_normalize(draws: np.ndarray) -> np.ndarray:
@@ -129,51 +137,58 @@ def _folded_order(order: np.ndarray, ordered: np.ndarray, median: np.ndarray
     ``ordered`` ``(R, n)``: the values below the median, reversed, and those above are two ascending runs,
     which a stable sort (Timsort) merges in linear time (a fresh sort of them cost as much as the first)."""
     num_rows, n = order.shape
-    row = np.arange(num_rows)[:, None]
+    offset = (np.arange(num_rows) * n)[:, None]  # gathers through flat indices: 2-D fancy indexing is slower
     index = np.arange(n)
     below = (ordered < median[:, None]).sum(axis=-1, keepdims=True)
-    source = np.where(index < below, below - 1 - index, index)  # the two ascending runs, side by side
-    runs = np.abs(ordered[row, source] - median[:, None])
-    merged = np.argsort(runs, axis=-1, kind="stable")
-    return order[row, source[row, merged]], runs[row, merged]
+    source = np.where(index < below, below - 1 - index, index) + offset  # the two ascending runs, side by side
+    runs = np.abs(ordered.take(source) - median[:, None])
+    merged = np.argsort(runs, axis=-1, kind="stable") + offset
+    return order.take(source.take(merged)), runs.take(merged)
 
 
-def _potential_scale_reduction(draws: np.ndarray) -> np.ndarray:
-    """Gelman–Rubin R̂ of (cells, M, N, K) → (cells, K)."""
-    return rhat_from_moments(draws.mean(axis=2), draws.var(axis=2, ddof=1), draws.shape[2], xp=np)
-
-
-def _autocovariance(centered: np.ndarray) -> np.ndarray:
-    """Autocovariance Σₜ xₜ·xₜ₊ₗ / N of each series ``(..., N)`` along its last axis, lags 0 … N − 1: direct
-    products for short series (a subset of 4096 values split over 512 half-chains has N = 8, where one FFT
-    per series costs several times more), an FFT of the contiguous last axis otherwise."""
-    num = centered.shape[-1]
+def _mean_autocovariance(centered: np.ndarray) -> np.ndarray:
+    """The chains' mean autocovariance Σₘ Σₜ xₘₜ·xₘ,ₜ₊ₗ / (N·M) of series ``(..., M, N)`` (M chains of N draws,
+    time last), lags 0 … N − 1 → ``(..., N)``. Short series (a subset of 4096 values split over 512 half-chains
+    has N = 8): one matrix product per quantity, Σₘ xₘᵢ·xₘⱼ (N × N), whose l-th diagonal sums to lag l: no
+    per-chain output (products lag by lag cost 10× more there, one FFT per series more still). Long series: the
+    power spectra averaged over chains before one inverse FFT per quantity (the mean commutes with it)."""
+    *lead, chains, num = centered.shape
     if num <= 48:
-        out = np.empty(centered.shape, np.float64)
-        for lag in range(num):
-            np.einsum("...i,...i->...", centered[..., lag:], centered[..., :num - lag], out=out[..., lag])
-        return out / num
+        gram = np.matmul(np.swapaxes(centered, -1, -2), centered)  # (..., N, N)
+        lag = np.arange(num)[None, :] - np.arange(num)[:, None]  # j − i of entry (i, j)
+        diagonals = (lag.reshape(-1, 1) == np.arange(num)).astype(np.float64)  # (N², N): which lag each entry is
+        return (gram.reshape(*lead, num * num) @ diagonals) / (num * chains)
     size = next_fast_len(2 * num)
     spectrum = np.fft.rfft(centered, n=size, axis=-1)
-    return np.fft.irfft(spectrum.real ** 2 + spectrum.imag ** 2, n=size, axis=-1)[..., :num] / num
+    power = (spectrum.real ** 2 + spectrum.imag ** 2).mean(axis=-2)
+    return np.fft.irfft(power, n=size, axis=-1)[..., :num] / num
 
 
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     """Geyer's initial-monotone-sequence ESS of (cells, M, N, K) → (cells, K), as BlackJAX computes it."""
     series = np.ascontiguousarray(np.moveaxis(draws, 3, 1), dtype=np.float64)  # (cells, K, M, N): time last
-    _, _, chains, num = series.shape
-    varies = np.any(series != series[..., :1], axis=(2, 3))  # (cells, K)
-    chain_mean = series.mean(axis=3, keepdims=True)
-    mean_autocov = _autocovariance(series - chain_mean).mean(axis=2)  # (cells, K, N)
-    var0 = mean_autocov[..., 0] * num / (num - 1.0)
+    return _ess_and_rhat(series)[0]
+
+
+def _ess_and_rhat(series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Geyer's initial-monotone-sequence ESS (as BlackJAX computes it) and Gelman–Rubin R̂ (Vehtari et al.
+    2021, Eqs. 4–5: B = N·var(chain means), W = mean within-chain variance, its lag-0 autocovariance) of
+    series ``(..., M, N)`` (M chains of N draws, time last, float64) → two ``(...)``. One pass gives both: they
+    share the chains' means and W. A series that never changes has ESS 0 and NaN R̂; one with a NaN, NaN."""
+    *lead, chains, num = series.shape
+    varies = np.any(series != series[..., :1], axis=(-2, -1))
+    # A matrix product with 1/N: a mean over a short last axis is several times slower in NumPy.
+    chain_mean = series @ np.full(num, 1.0 / num)  # (..., M)
+    mean_autocov = _mean_autocovariance(series - chain_mean[..., None])  # (..., N)
+    var0 = mean_autocov[..., 0] * num / (num - 1.0)  # W: the mean of the chains' variances (ddof 1)
+    between = num * chain_mean.var(axis=-1, ddof=1)  # NaN with one chain: no R̂
+    rhat = np.where(varies, np.sqrt((between / var0 + num - 1) / num), np.nan)
     degenerate = np.isfinite(var0) & (~varies | (var0 <= 0.0))
-    weighted_var = var0 * (num - 1.0) / num
-    if chains > 1:
-        weighted_var = weighted_var + chain_mean[..., 0].var(axis=2, ddof=1)
+    weighted_var = var0 * (num - 1.0) / num + (between / num if chains > 1 else 0.0)
     weighted_var = np.where(degenerate, 1.0, weighted_var)
     num_even = num - num % 2
     rho = 1.0 - (var0[..., None] - mean_autocov[..., 1:num_even]) / weighted_var[..., None]
-    rho = np.concatenate([np.ones((1,) + var0.shape), np.moveaxis(rho, -1, 0)], axis=0)  # (num_even, cells, K)
+    rho = np.concatenate([np.ones((1,) + var0.shape), np.moveaxis(rho, -1, 0)], axis=0)  # (num_even, ...)
     even, odd = rho[0::2], rho[1::2]
     pairs = even.shape[0]
     # Geyer's initial positive sequence: keep pairs while even + odd > 0.
@@ -185,8 +200,7 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     even_after = np.take_along_axis(even, after_clamped[None], axis=0)[0]
     odd = np.where(mask, odd, 0.0)
     mask_even = mask.copy()
-    cell_index, k_index = np.nonzero(inside)
-    mask_even[after[inside], cell_index, k_index] = even_after[inside] > 0
+    mask_even[(after[inside],) + np.nonzero(inside)] = even_after[inside] > 0
     even = np.where(mask_even, even, 0.0)
     # Geyer's initial monotone sequence: the pair sums made non-increasing.
     pair_sum = even + odd
@@ -198,7 +212,7 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     tau = -1.0 + 2.0 * np.sum(even + odd, axis=0) - np.take_along_axis(even, after_clamped[None], axis=0)[0]
     tau = np.maximum(tau, 1.0 / np.log10(total))
     ess = np.where(degenerate, 0.0, total / tau)
-    return np.where(np.any(np.isnan(series), axis=(2, 3)), np.nan, ess)
+    return np.where(np.isnan(var0), np.nan, ess), rhat
 
 
 def split_gelman_rubin(draws: np.ndarray) -> np.ndarray:
@@ -291,26 +305,23 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         n = chains * num
         rows = np.ascontiguousarray(np.moveaxis(split.reshape(cells, n, k), 1, 2)).reshape(cells * k, n)
         has_nan = np.any(np.isnan(rows), axis=-1, keepdims=True)
-        order = np.argsort(rows, axis=-1)
-        ordered = rows[np.arange(rows.shape[0])[:, None], order]
+        order = np.argsort(rows, axis=-1)  # float32 draws sort in float32: twice as fast, the same order
+        values = rows.astype(np.float64)
+        ordered = values[np.arange(rows.shape[0])[:, None], order]
         median = 0.5 * (ordered[:, (n - 1) // 2] + ordered[:, n // 2])  # np.median's value
-        low = _sorted_quantile(ordered, 0.05).reshape(cells, k)
-        high = _sorted_quantile(ordered, 0.95).reshape(cells, k)
         folded_order, folded_ordered = _folded_order(order, ordered, median)
-        # One call per estimator over all quantities side by side (bulk | folded; bulk | tail indicators):
-        # on a subset of 4096 values the cost is per call, not per value.
-        scores = np.concatenate([_normal_scores(_twice_ranks(order, ordered), has_nan, n).reshape(cells, k, n),
-                                 _normal_scores(_twice_ranks(folded_order, folded_ordered), has_nan, n
-                                                ).reshape(cells, k, n)], axis=1)  # (cells, 2K, n)
-        normalized = np.moveaxis(scores, 1, 2).reshape(cells, chains, num, 2 * k)
-        rhat_both = _potential_scale_reduction(normalized)
-        bulk, folded_rhat = rhat_both[..., :k], rhat_both[..., k:]
-        indicators = np.concatenate([split <= low[:, None, None, :], split <= high[:, None, None, :]], axis=-1)
-        ess = _effective_sample_size(np.concatenate([normalized[..., :k], indicators.astype(np.float64)], axis=-1))
-        ess_bulk, ess_tail = ess[..., :k], np.minimum(ess[..., k:2 * k], ess[..., 2 * k:])
-        row_nan = has_nan.reshape(cells, k)
-        ess_tail = np.where(row_nan, np.nan, ess_tail)
-        return RankDiagnostics(bulk, folded_rhat, np.maximum(bulk, folded_rhat), ess_bulk, ess_tail)
+        # Every series in the layout the ESS takes, (4, cells·K, n) = (4, cells·K, 2C, N/2) time last, the rows'
+        # own (chain-major): bulk and folded normal scores, the 5% and 95% quantile indicators. One pass gives
+        # their R̂ and ESS: on a subset of 4096 values the cost is per NumPy call, not per value.
+        series = np.empty((4,) + rows.shape)
+        series[0] = _normal_scores(_twice_ranks(order, ordered), has_nan, n)
+        series[1] = _normal_scores(_twice_ranks(folded_order, folded_ordered), has_nan, n)
+        np.less_equal(values, _sorted_quantile(ordered, 0.05)[:, None], out=series[2])
+        np.less_equal(values, _sorted_quantile(ordered, 0.95)[:, None], out=series[3])
+        ess, rhat = (field.reshape(4, cells, k) for field in _ess_and_rhat(series.reshape(4 * cells * k, chains, num)))
+        bulk, folded_rhat = rhat[0], rhat[1]
+        ess_tail = np.where(has_nan.reshape(cells, k), np.nan, np.minimum(ess[2], ess[3]))
+        return RankDiagnostics(bulk, folded_rhat, np.maximum(bulk, folded_rhat), ess[0], ess_tail)
 
 
 def rhat_ess_bulk(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

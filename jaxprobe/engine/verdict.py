@@ -818,22 +818,27 @@ def _starts_check(statistics: "streaming.Statistics", names: CoordinateNames, mo
                and varying[j]]
     if not checked:
         return None
-    subset = np.asarray(statistics.subset, np.float64)
     position = {int(j): m for m, j in enumerate(np.asarray(statistics.coordinates).tolist())}
-    counts = [_most_in_a_window(subset[:, :, position[j]], bounds[1, j] - bounds[0, j]) for j in checked]
+    subset = np.asarray(statistics.subset)[:, :, [position[j] for j in checked]]
+    counts = _most_in_a_window(subset.reshape(-1, len(checked)).T, bounds[1, checked] - bounds[0, checked])
     threshold = start_coverage_threshold(monitor.num_chains, len(checked), num_values)
     worst = int(np.argmin(counts))
-    return StartsCheck(counts[worst] / num_values, threshold, names(checked[worst]),
-                       counts[worst] >= round(threshold * num_values))
+    return StartsCheck(int(counts[worst]) / num_values, threshold, names(checked[worst]),
+                       bool(counts[worst] >= round(threshold * num_values)))
 
 
-def _most_in_a_window(values: np.ndarray, width: float) -> int:
-    """The most of ``values`` (non-finite ones never count) that one closed interval of ``width`` holds."""
-    values = np.sort(values[np.isfinite(values)].reshape(-1))
-    if values.size == 0:
-        return 0
-    ends = np.searchsorted(values, values + width, side="right")
-    return int(np.max(ends - np.arange(values.size)))
+def _most_in_a_window(values: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Per row of ``values`` ``(M, n)``: the most of its values (non-finite ones never count) that one closed
+    interval of ``width[m]`` holds (float64 arithmetic), ``(M,)`` ints."""
+    finite = np.isfinite(values)
+    values = np.sort(values if finite.all() else np.where(finite, values, np.nan), axis=-1).astype(np.float64)
+    finite = finite.sum(axis=-1)  # the finite values come first, NaN last
+    counts = np.zeros(values.shape[0], np.int64)
+    for row, (sorted_values, size, span) in enumerate(zip(values, finite, np.asarray(width, np.float64))):
+        if size:
+            ends = np.searchsorted(sorted_values[:size], sorted_values[:size] + span, side="right")
+            counts[row] = np.max(ends - np.arange(size))
+    return counts
 
 
 def _mixing(statistics: "streaming.Statistics", monitor: "streaming.Monitor", names: CoordinateNames,
