@@ -66,19 +66,19 @@ def _twice_ranks(order: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     values ``ordered`` (tied values get the mean of the ranks they span): an index into a table of the
     ``2n − 1`` possible average ranks."""
     num_rows, n = order.shape
-    row = np.arange(num_rows)[:, None]
-    index = np.arange(n)
-    changes = ordered[:, 1:] != ordered[:, :-1]
-    twice_rank = np.empty(order.shape, np.int64)
-    if changes.all():  # no ties (the usual case of continuous draws): the rank is the position in the order
-        twice_rank[row, order] = 2 * index
-    else:
-        edge = np.ones((num_rows, 1), bool)
-        first = np.maximum.accumulate(np.where(np.concatenate([edge, changes], axis=-1), index, 0), axis=-1)
-        last = np.minimum.accumulate(np.where(np.concatenate([changes, edge], axis=-1), index, n)[:, ::-1],
-                                     axis=-1)[:, ::-1]
-        twice_rank[row, order] = first + last
-    return twice_rank
+    offset = np.arange(0, num_rows * n, n)[:, None]  # flat indices: 2-D fancy indexing is several times slower
+    starts = np.ones(order.shape, bool)  # where a run of equal sorted values starts
+    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
+    if starts.all():  # no ties (the usual case of continuous draws): the rank is the position in the order
+        twice_sorted = np.broadcast_to(2 * np.arange(n), order.shape)
+    else:  # the first and last sorted position of each run of ties: flat, over all rows at once
+        first = np.flatnonzero(starts)
+        last = np.append(first[1:], starts.size) - 1
+        run = np.cumsum(starts.reshape(-1)).reshape(order.shape) - 1
+        twice_sorted = first[run] + last[run] - 2 * offset
+    twice_rank = np.empty(order.size, np.int64)
+    twice_rank[(order + offset).reshape(-1)] = twice_sorted.reshape(-1)
+    return twice_rank.reshape(order.shape)
 
 
 def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,20 +166,22 @@ def _mean_autocovariance(centered: np.ndarray) -> np.ndarray:
 
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     """Geyer's initial-monotone-sequence ESS of (cells, M, N, K) → (cells, K), as BlackJAX computes it."""
-    series = np.ascontiguousarray(np.moveaxis(draws, 3, 1), dtype=np.float64)  # (cells, K, M, N): time last
+    series = np.moveaxis(draws, 3, 1).astype(np.float64, order="C", copy=True)  # (cells, K, M, N): time last
     return _ess_and_rhat(series)[0]
 
 
 def _ess_and_rhat(series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Geyer's initial-monotone-sequence ESS (as BlackJAX computes it) and Gelman–Rubin R̂ (Vehtari et al.
     2021, Eqs. 4–5: B = N·var(chain means), W = mean within-chain variance, its lag-0 autocovariance) of
-    series ``(..., M, N)`` (M chains of N draws, time last, float64) → two ``(...)``. One pass gives both: they
+    series ``(..., M, N)`` (M chains of N draws, time last, float64; centred in place: a scratch array) → two
+    ``(...)``. One pass gives both: they
     share the chains' means and W. A series that never changes has ESS 0 and NaN R̂; one with a NaN, NaN."""
     *lead, chains, num = series.shape
     varies = np.any(series != series[..., :1], axis=(-2, -1))
     # A matrix product with 1/N: a mean over a short last axis is several times slower in NumPy.
     chain_mean = series @ np.full(num, 1.0 / num)  # (..., M)
-    mean_autocov = _mean_autocovariance(series - chain_mean[..., None])  # (..., N)
+    series -= chain_mean[..., None]  # centred in place (a new array of every series cost more than the rest)
+    mean_autocov = _mean_autocovariance(series)  # (..., N)
     var0 = mean_autocov[..., 0] * num / (num - 1.0)  # W: the mean of the chains' variances (ddof 1)
     between = num * chain_mean.var(axis=-1, ddof=1)  # NaN with one chain: no R̂
     rhat = np.where(varies, np.sqrt((between / var0 + num - 1) / num), np.nan)
@@ -295,6 +297,11 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="jaxprobe-diagnostics")
 
 
+def in_background(fn: Any, *args: Any) -> concurrent.futures.Future:
+    """``fn(*args)`` on the diagnostics' thread pool: host NumPy work beside other host NumPy work."""
+    return _executor().submit(fn, *args)
+
+
 def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
     """:func:`rank_diagnostics` of ``draws`` ``(cells, chains, draws >= 4, K)`` in this thread. One sort of each
     quantity's pooled values gives its bulk ranks, its median and quantiles, and (merged in linear time) its
@@ -307,7 +314,7 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         has_nan = np.any(np.isnan(rows), axis=-1, keepdims=True)
         order = np.argsort(rows, axis=-1)  # float32 draws sort in float32: twice as fast, the same order
         values = rows.astype(np.float64)
-        ordered = values[np.arange(rows.shape[0])[:, None], order]
+        ordered = values.take(order + np.arange(0, values.size, n)[:, None])
         median = 0.5 * (ordered[:, (n - 1) // 2] + ordered[:, n // 2])  # np.median's value
         folded_order, folded_ordered = _folded_order(order, ordered, median)
         # Every series in the layout the ESS takes, (4, cells·K, n) = (4, cells·K, 2C, N/2) time last, the rows'

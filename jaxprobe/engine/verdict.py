@@ -185,7 +185,7 @@ import numpy as np
 
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import float_from_json, float_to_json
-from jaxprobe.engine import streaming
+from jaxprobe.engine import diagnostics, streaming
 from jaxprobe.engine.estimates import SMC_GROUPS, MCSEWarning
 from jaxprobe.engine.streaming import (DEFAULT_MAX_COORDINATES, DIFFUSION_RATIO, FLAT_TOLERANCE,  # noqa: F401
                                        MIN_CHAINS_FOR_SPREAD, MIN_DRAWS_FOR_DIFFUSION, MIN_DRAWS_FOR_RHAT,
@@ -744,11 +744,16 @@ def verdict_from_statistics(statistics: "streaming.Statistics", monitor: "stream
     runaway = max_abs > RUNAWAY_BOUND
     coordinates = np.asarray(statistics.coordinates)
     unique = len(set(coordinates.tolist()))
+    pending_starts = None
+    if starts is None and start_range is not None and not chains_start_at_target and tempering is None:
+        # On another core beside the rank statistics (NumPy's sorts release the GIL): after a short run the
+        # verdict's host end is its share of the run (C = 256, d = 50, 1000 draws: 12.2 -> 10.9 ms of 0.24 s).
+        pending_starts = diagnostics.in_background(_starts_check, statistics, names, monitor, start_range)
     mixing = _mixing(statistics, monitor, names, chains_start_at_target, notes)
     drifting = bool(runaway or mixing.diffusing.any())
     checks_rhat = monitor.plan()[2] >= MIN_DRAWS_FOR_RHAT and not chains_start_at_target
-    if starts is None and start_range is not None and not chains_start_at_target and tempering is None:
-        starts = _starts_check(statistics, names, monitor, start_range)
+    if pending_starts is not None:
+        starts = pending_starts.result()
     if starts is None and not chains_start_at_target and tempering is None:
         notes.append("the chains' starting points are unknown: whether they spread over the target (what R-hat "
                      "needs to vouch for modes no chain visited) was not checked")
