@@ -312,9 +312,10 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         n = chains * num
         rows = np.ascontiguousarray(np.moveaxis(split.reshape(cells, n, k), 1, 2)).reshape(cells * k, n)
         has_nan = np.any(np.isnan(rows), axis=-1, keepdims=True)
-        order = np.argsort(rows, axis=-1)  # float32 draws sort in float32: twice as fast, the same order
-        values = rows.astype(np.float64)
-        ordered = values.take(order + np.arange(0, values.size, n)[:, None])
+        # The median, quantiles and folding in the draws' dtype too, as BlackJAX computes them (folded in float64,
+        # values a float32 rounding apart can swap ranks: R̂ differs in the 5th digit).
+        order = np.argsort(rows, axis=-1)
+        ordered = rows.take(order + np.arange(0, rows.size, n)[:, None])
         median = 0.5 * (ordered[:, (n - 1) // 2] + ordered[:, n // 2])  # np.median's value
         folded_order, folded_ordered = _folded_order(order, ordered, median)
         # Every series in the layout the ESS takes, (4, cells·K, n) = (4, cells·K, 2C, N/2) time last, the rows'
@@ -323,8 +324,8 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         series = np.empty((4,) + rows.shape)
         series[0] = _normal_scores(_twice_ranks(order, ordered), has_nan, n)
         series[1] = _normal_scores(_twice_ranks(folded_order, folded_ordered), has_nan, n)
-        np.less_equal(values, _sorted_quantile(ordered, 0.05)[:, None], out=series[2])
-        np.less_equal(values, _sorted_quantile(ordered, 0.95)[:, None], out=series[3])
+        np.less_equal(rows, _sorted_quantile(ordered, 0.05)[:, None], out=series[2])
+        np.less_equal(rows, _sorted_quantile(ordered, 0.95)[:, None], out=series[3])
         ess, rhat = (field.reshape(4, cells, k) for field in _ess_and_rhat(series.reshape(4 * cells * k, chains, num)))
         bulk, folded_rhat = rhat[0], rhat[1]
         ess_tail = np.where(has_nan.reshape(cells, k), np.nan, np.minimum(ess[2], ess[3]))

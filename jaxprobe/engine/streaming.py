@@ -463,7 +463,7 @@ def rank_statistics(subset: np.ndarray, logdensity_range: np.ndarray, chains_sta
     >>> bool(ranks.rhat[0] > 1.1), bool(ranks.rhat[1] < 1.01), ranks.diffusing.tolist()
     (True, True, [False, False, False])
     """
-    subset = np.asarray(subset)  # ranked in its own dtype (float32 sorts twice as fast), statistics in float64
+    subset = np.asarray(subset)  # ranked in its own dtype (float32 sorts faster), statistics in float64
     num_chains, num_draws, count = subset.shape
     diffusing = _drift(subset[:, :, :-1].astype(np.float64), _is_flat(np.asarray(logdensity_range, np.float64)))
     diffusing = np.concatenate([diffusing, [False]])
