@@ -100,6 +100,40 @@ def test_rank_normalization_is_blom_of_scipys_average_ranks(cells):
     np.testing.assert_allclose(z.reshape(pooled.shape)[:, varying], expected[:, varying], atol=1e-12)
 
 
+def test_sort_rows_of_float32_as_integers_equals_argsort():
+    """The float32 sort (values as order-preserving integers) against NumPy's argsort, on ties, signed zeros,
+    infinities, subnormals and NaN."""
+    rng = np.random.default_rng(3)
+    rows = np.round(rng.normal(size=(6, 501)), 1).astype(np.float32)  # many ties
+    rows[1] = rng.normal(size=501)  # continuous
+    rows[2, ::3] = -0.0
+    rows[2, 1::3] = 0.0
+    rows[3, :4] = [np.inf, -np.inf, np.finfo(np.float32).tiny / 4, -np.finfo(np.float32).max]
+    rows[4, 17] = np.nan
+    rows[5] = 7.0  # constant
+    order, ordered = diagnostics._sort_rows(rows)
+    expected = np.sort(rows, axis=-1)
+    finite_rows = [0, 1, 2, 3, 5]
+    np.testing.assert_array_equal(ordered[finite_rows], expected[finite_rows])  # -0.0 == 0.0
+    np.testing.assert_array_equal(np.sort(order, axis=-1), np.arange(rows.size).reshape(rows.shape))  # a permutation
+    np.testing.assert_array_equal(rows.reshape(-1)[order][finite_rows], expected[finite_rows])
+    assert np.isnan(ordered[4]).sum() == 1
+    fallback_order, fallback_ordered = diagnostics._sort_rows(rows.astype(np.float64))  # argsort
+    np.testing.assert_array_equal(fallback_ordered[finite_rows], ordered[finite_rows])
+
+
+def test_rank_diagnostics_reuse_no_scratch_between_calls(cells):
+    """Scratch arrays kept between calls (per thread) never leak into a result, also when the shape changes."""
+    first = diagnostics.rank_diagnostics(cells[:1])
+    kept = [field.copy() for field in first]
+    other = diagnostics.rank_diagnostics(cells[1:, :4, :500])
+    again = diagnostics.rank_diagnostics(cells[:1])
+    for field, copy, repeat in zip(first, kept, again):
+        np.testing.assert_array_equal(field, copy)
+        np.testing.assert_array_equal(repeat, copy)
+    assert other.rhat.shape == (1, len(COLUMNS))
+
+
 @pytest.mark.parametrize("xp", [np, jnp], ids=["numpy", "jax"])
 def test_rhat_from_moments_is_split_rhat_in_either_namespace(cells, xp):
     draws = cells[0].astype(np.float64)
