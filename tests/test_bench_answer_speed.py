@@ -1,7 +1,10 @@
-"""``jaxprobe.bench.answer_speed`` at another probe dimension (``--dim``): its own files, its d in the record."""
+"""``jaxprobe.bench.answer_speed`` at another probe dimension (``--dim``): its own files, its d in the record; how
+its memory children measure a call."""
 
 import json
+import sys
 
+import numpy as np
 import pytest
 
 from jaxprobe.bench import answer_speed
@@ -20,3 +23,17 @@ def test_answer_speed_at_another_dimension_writes_its_own_record(tmp_path, monke
     assert not (tmp_path / "answer_speed.json").exists()  # the default d's record is not overwritten
     with pytest.raises(SystemExit, match="--dim must be a positive integer"):
         answer_speed.main(["--quick", "--dim", "0", "--out", str(tmp_path)])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM and clear_refs are Linux's")
+def test_memory_children_measure_what_a_call_adds_from_a_reset_peak():
+    """The memory rows' rise: after ``_reset_peak`` the peak is the resident size, and 64 MB written raise it by
+    about 64 MB (freed again, they do not lower it)."""
+    if not answer_speed._reset_peak():
+        pytest.skip("the peak cannot be reset here (not glibc, or /proc/self/clear_refs not writable)")
+    before = answer_speed._status_kb("VmRSS")
+    assert abs(answer_speed._status_kb("VmHWM") - before) < 4096
+    block = np.ones(64 * 2 ** 20, np.uint8)  # every page written
+    del block
+    rise_mb = (answer_speed._status_kb("VmHWM") - before) / 1024
+    assert 60 < rise_mb < 80
