@@ -79,6 +79,7 @@ HMC_STEPS = 10
 RATIO_TARGET = 1.15  # sample / limit, and jaxprobe / BlackJAX
 VERDICT_SHARE_TARGET = 0.05
 MEMORY_TARGET = 1.25  # (peak − baseline) / kept draws' bytes
+FOLD_SECONDS = 30.0  # the fold's measurement per row: up to this long (Config.fold_repetitions at most)
 KEEP_DRAWS_FALSE_TARGET_MB = 100.0
 MCSE_SIGMAS = 4.0
 MCSE_FACTOR = 1.5
@@ -413,6 +414,12 @@ def fold_cost(logdensity, x0, num_samples: int, thin: int, repetitions: int) -> 
 
     candidates = [Candidate("core.run", num_chains, chunk * thin, plain),
                   Candidate("run_monitored (as sample runs it)", num_chains, chunk * thin, folded)]
+    # As many repetitions as fit in about FOLD_SECONDS, at least 9: a 4 s chunk (C = 65,536) scatters by less
+    # than the fold costs, a 10 ms one (C = 256) by several times it.
+    plain()  # compiles
+    start = time.perf_counter()
+    plain()
+    repetitions = int(np.clip(FOLD_SECONDS / (2 * (time.perf_counter() - start)), 9, repetitions))
     time_interleaved(candidates, repetitions)
     base, mon = candidates
     # The median over repetitions of the two calls' difference within one repetition: a chunk of 10-20 ms
@@ -424,7 +431,7 @@ def fold_cost(logdensity, x0, num_samples: int, thin: int, repetitions: int) -> 
             "monitored_chunk_s": min(mon.times), "fold_per_chunk_s": per_chunk,
             "fold_min_difference_per_chunk_s": min(mon.times) - min(base.times),
             "fold_per_run_s": max(per_chunk, 0.0) * num_chunks,
-            "fold_ratio": min(mon.times) / min(base.times),
+            "fold_ratio": min(mon.times) / min(base.times), "fold_repetitions": repetitions,
             "fold_median_paired_ratio": median_paired_ratio(mon, base),
             "fold_median_paired_cpu_ratio": median_paired_ratio(mon, base, cpu=True),
             "fold_per_chunk_median_cpu_s": per_chunk_cpu,
@@ -893,7 +900,8 @@ def _verdict_share_table(results: dict[str, Any]) -> list[str]:
              "end. (a) is measured on one chunk (`ceil(N/20)` draws, `sample`'s default) of the program `sample` "
              "runs (`core.run_monitored` jitted as `sample` runs it, draws written into donated buffers) against "
              "`core.run` on the same chunk, state and buffers (interleaved, "
-             f"{config['fold_repetitions']} repetitions): the median over repetitions of the two calls' difference "
+             f"up to {config['fold_repetitions']} repetitions, as many as fit in {FOLD_SECONDS:.0f} s, at least 9): "
+             "the median over repetitions of the two calls' difference "
              "within one repetition, times the number of chunks. (b) is `api._result` "
              "(finalize, rank statistics of the ≤ 4096-value subset, the verdict, the `Samples`), timed inside "
              "the timed `sample` calls (median). Share = (a + b) / sample time. Target ≤ "

@@ -221,6 +221,7 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
         result = candidate.call()  # compile / warm caches outside the timed loop
         if candidate.acceptance is not None:
             candidate.acceptance_rate = float(candidate.acceptance(result))
+        del result  # freed before the next candidate runs: one result at a time (65,536 chains' draws are 13 GB)
     for repetition in range(repetitions):
         shift = repetition % len(candidates)
         for candidate in candidates[shift:] + candidates[:shift]:
