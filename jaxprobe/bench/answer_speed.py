@@ -32,7 +32,7 @@ Usage::
 
     python -m jaxprobe.bench.answer_speed            # full run (≤ 15 minutes on 2 idle cores)
     python -m jaxprobe.bench.answer_speed --quick    # smoke run, about a minute, into a scratch folder
-    python -m jaxprobe.bench.answer_speed --chains 256,2048,16384,65536   # 65536 needs ~35 GB RAM
+    python -m jaxprobe.bench.answer_speed --chains 256,2048,16384,65536   # 65536 needs ~15 GB RAM
 """
 
 from __future__ import annotations
@@ -1073,7 +1073,7 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default: benchmarks/results; with --quick a "
                                                     "scratch folder unless --out is given)")
     parser.add_argument("--chains", default=None, help="comma-separated chain counts of section 1 (default "
-                                                       "256,2048,16384; 65536 needs about 35 GB of RAM)")
+                                                       "256,2048,16384; 65536 needs about 15 GB of RAM)")
     parser.add_argument("--thin10-max-chains", type=int, default=None,
                         help="thin=10 rows up to this many chains (default 2048: each costs 10x the transitions)")
     parser.add_argument("--repetitions", type=int, default=None, help="interleaved repetitions (default 5)")
