@@ -117,9 +117,16 @@ def _sort_rows(rows: np.ndarray, name: str = "sort") -> tuple[np.ndarray, np.nda
 _HIGH_HALF = 1 if sys.byteorder == "little" else 0  # which int32 of an int64 holds its high 32 bits
 
 
-@functools.lru_cache(maxsize=4)
 def _flat_index(size: int) -> np.ndarray:
-    """``arange(size)`` as int64 (read-only: shared between calls)."""
+    """``arange(size)`` as int64 (read-only), kept between calls up to :data:`WORKSPACE_BYTES` like the scratch
+    arrays (a sweep's millions of values are not pinned)."""
+    if size * 8 > WORKSPACE_BYTES:
+        return np.arange(size, dtype=np.int64)
+    return _small_flat_index(size)
+
+
+@functools.lru_cache(maxsize=4)
+def _small_flat_index(size: int) -> np.ndarray:
     index = np.arange(size, dtype=np.int64)
     index.flags.writeable = False
     return index
@@ -150,11 +157,17 @@ def _average_rank_scores(order: np.ndarray, ordered: np.ndarray, has_nan: np.nda
         out[has_nan[:, 0]] = np.nan
 
 
+def _pooled_rows(draws: np.ndarray) -> np.ndarray:
+    """``(cells, C, N, K)`` → ``(cells·K, C·N)``: each cell's quantity as one row of its pooled values, chain-major."""
+    cells, chains, num, k = draws.shape
+    return np.ascontiguousarray(np.moveaxis(draws.reshape(cells, chains * num, k), 1, 2)).reshape(cells * k, -1)
+
+
 def _rank_normalize(draws: np.ndarray) -> np.ndarray:
     """Blom's z = Φ⁻¹((r − 3/8) / (n + 1/4)) of the average ranks r over each cell's pooled chains and draws."""
     cells, chains, num, k = draws.shape
     n = chains * num
-    rows = np.ascontiguousarray(np.moveaxis(draws.reshape(cells, n, k), 1, 2)).reshape(cells * k, n)
+    rows = _pooled_rows(draws)
     scores = np.empty(rows.shape)
     _average_rank_scores(*_sort_rows(rows), np.any(np.isnan(rows), axis=-1, keepdims=True), scores)
     return np.moveaxis(scores.reshape(cells, k, n), 2, 1).reshape(draws.shape)
@@ -349,7 +362,7 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         split = _split_chains(draws)  # ranks on the draws' own dtype (as BlackJAX does), statistics in float64
         cells, chains, num, k = split.shape
         n = chains * num
-        rows = np.ascontiguousarray(np.moveaxis(split.reshape(cells, n, k), 1, 2)).reshape(cells * k, n)
+        rows = _pooled_rows(split)
         has_nan = np.any(np.isnan(rows), axis=-1, keepdims=True)
         # The median, quantiles and folding in the draws' dtype too, as BlackJAX computes them (folded in float64,
         # values a float32 rounding apart can swap ranks: R̂ differs in the 5th digit).
