@@ -132,13 +132,16 @@ def _small_flat_index(size: int) -> np.ndarray:
     return index
 
 
-def _average_rank_scores(order: np.ndarray, ordered: np.ndarray, has_nan: np.ndarray, out: np.ndarray) -> None:
+def _average_rank_scores(order: np.ndarray, ordered: np.ndarray, has_nan: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Blom's z = Φ⁻¹((r − 3/8) / (n + 1/4)) (Vehtari et al. 2021, Eq. 14) of the average ranks r (tied values get
     the mean of the ranks they span) of rows ``(R, n)`` sorted by ``order`` (flat indices, :func:`_sort_rows`) into
-    ``ordered``, written into ``out`` ``(R, n)`` in the rows' own order (NaN in a row ``has_nan``)."""
+    ``ordered``, written into ``out`` ``(R, n)`` in the rows' own order (NaN in a row ``has_nan``). Returns which
+    rows hold a tie ``(R,)``."""
     num_rows, n = ordered.shape
     table = _blom_table(n)  # z of the ranks 1, 1.5, ..., n: index 2r - 2
     tied = np.flatnonzero(ordered[:, 1:] == ordered[:, :-1])  # each value equal to the one before it
+    tied_rows = np.zeros(num_rows, bool)
+    tied_rows[tied // (n - 1)] = True
     if tied.size == 0:  # the usual case of continuous draws: the rank is the position in the order
         scores = np.broadcast_to(table[::2], (num_rows, n))
     else:  # the few runs of ties: each member gets the z of its run's average rank
@@ -155,6 +158,7 @@ def _average_rank_scores(order: np.ndarray, ordered: np.ndarray, has_nan: np.nda
     out.reshape(-1)[order.reshape(-1)] = scores.reshape(-1)
     if has_nan.any():  # a slice with a NaN is all NaN
         out[has_nan[:, 0]] = np.nan
+    return tied_rows
 
 
 def _pooled_rows(draws: np.ndarray) -> np.ndarray:
@@ -222,11 +226,12 @@ def _ess_and_rhat(series: np.ndarray, varies: np.ndarray | None = None) -> tuple
     """Geyer's initial-monotone-sequence ESS (as BlackJAX computes it) and Gelman–Rubin R̂ (Vehtari et al.
     2021, Eqs. 4–5: B = N·var(chain means), W = mean within-chain variance, its lag-0 autocovariance) of
     series ``(..., M, N)`` (M chains of N draws, time last, float64; centred in place: a scratch array) → two
-    ``(...)``. One pass gives both: they share the chains' means and W. A series that never changes has ESS 0 and
-    NaN R̂; one with a NaN, NaN. ``varies`` ``(...)``: whether each series takes two values or holds a NaN, where
-    the caller knows it (found from the series otherwise)."""
+    ``(...)``. One pass gives both: they share the chains' means and W. A series none of whose chains changes
+    (constant, or frozen chains at different values: W = 0) has ESS 0 and NaN R̂; one with a NaN, NaN. ``varies``
+    ``(...)``: whether some chain of each series changes within itself or holds a NaN, where the caller knows it
+    (found from the series otherwise)."""
     *lead, chains, num = series.shape
-    if varies is None:  # whether a series takes two values (or holds a NaN): ``(...)``
+    if varies is None:  # whether some chain changes within itself (or holds a NaN): ``(...)``
         varies = np.any(series != series[..., :1], axis=(-2, -1))
     # A matrix product with 1/N: a mean over a short last axis is several times slower in NumPy.
     chain_mean = series @ np.full(num, 1.0 / num)  # (..., M)
@@ -376,14 +381,22 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         # own (chain-major): bulk and folded normal scores, the 5% and 95% quantile indicators. One pass gives
         # their R̂ and ESS: on a subset of 4096 values the cost is per NumPy call, not per value.
         series = _workspace("series", (4,) + rows.shape, np.float64)  # scratch: the ESS centres it in place
-        _average_rank_scores(order, ordered, has_nan, series[0])
-        _average_rank_scores(folded_order, folded_ordered, has_nan, series[1])
+        tied_rows = [_average_rank_scores(order, ordered, has_nan, series[0]),
+                     _average_rank_scores(folded_order, folded_ordered, has_nan, series[1])]
         np.less_equal(rows, quantiles[0][:, None], out=series[2])
         np.less_equal(rows, quantiles[1][:, None], out=series[3])
-        # Which series vary, from the sorted rows (a pass over every series cost more than the rest of the ESS):
-        # the scores where the extremes differ, an indicator where it differs at the extremes.
-        varies = np.stack([ordered[:, 0] != ordered[:, -1]] * 2
-                          + [(ordered[:, 0] <= q) != (ordered[:, -1] <= q) for q in quantiles]) | has_nan[:, 0]
+        by_chain = series.reshape(4, cells * k, chains, num)
+        # Which series change within some chain (all frozen chains: ESS 0, no R̂), without a pass over every
+        # series: scores without ties change in every chain (N ≥ 2 distinct values); the rows with ties are
+        # compared; an indicator is frozen where every chain counts 0 or N values at or below its quantile.
+        varies = np.ones((4, cells * k), bool)
+        for which, tied in enumerate(tied_rows):
+            if tied.any():
+                frozen = by_chain[which, tied]
+                varies[which, tied] = np.any(frozen != frozen[..., :1], axis=(-2, -1))
+        counts = by_chain[2:] @ np.ones(num)  # exact: sums of 0s and 1s
+        varies[2:] = np.any((counts != 0.0) & (counts != num), axis=-1)
+        varies |= has_nan[:, 0]
         ess, rhat = (field.reshape(4, cells, k) for field in
                      _ess_and_rhat(series.reshape(4 * cells * k, chains, num), varies.reshape(-1)))
         bulk, folded_rhat = rhat[0], rhat[1]

@@ -73,6 +73,26 @@ def test_rank_diagnostics_on_hard_columns(diagnosed, cells):
     np.testing.assert_array_equal(ess, diagnosed.ess_bulk)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_frozen_chains_have_no_effective_draws(dtype):
+    """Chains that never move, each at its own start (a step size that rejects every proposal): the within-chain
+    variance W is 0, so ESS 0 and no R̂, not the C draws the chains' spread suggests. One chain that moves once
+    gives W > 0; the fast path (no pass over every series) equals the plain one on the bulk scores."""
+    rng = np.random.default_rng(3)
+    frozen = np.repeat(rng.normal(size=(1, 4, 1, 3)), 200, axis=2)
+    moves_once = frozen.copy()
+    moves_once[0, 0, 150:] += 1.0  # inside the second half: the split chains are not all constant
+    draws = np.concatenate([frozen, moves_once, rng.normal(size=(1, 4, 200, 2))], axis=-1).astype(dtype)
+    result = diagnostics.rank_diagnostics(draws)
+    assert np.all(np.isnan(result.rhat[:, :3])), result
+    assert np.all(result.ess_bulk[:, :3] == 0) and np.all(result.ess_tail[:, :3] == 0), result
+    assert np.all(np.isfinite(result.rhat[:, 3:])) and np.all(result.ess_bulk[:, 3:] > 0), result
+    scores = diagnostics._rank_normalize(diagnostics._split_chains(draws))  # (1, 8, 100, K)
+    ess, rhat = diagnostics._ess_and_rhat(np.moveaxis(scores, 3, 1).astype(np.float64))  # varies found here
+    np.testing.assert_array_equal(ess, result.ess_bulk)
+    np.testing.assert_array_equal(rhat, result.rhat_bulk)
+
+
 @pytest.mark.parametrize("cell", [0, 1])
 def test_rank_diagnostics_match_arviz(diagnosed, cells, cell):
     # ArviZ splits odd chains around their middle draw, rank_diagnostics drops the last: give it even chains.
