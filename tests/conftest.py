@@ -2,19 +2,7 @@
 
 import os
 
-# The suite compiles far more than it runs (about 85% of a slow test's time is JAX tracing and XLA compiling
-# programs that then run for a fraction of a second): XLA's CPU backend at LLVM -O1 compiles in about 80% of the
-# time of its default -O2 and runs as fast (MALA at 256 chains: the same seconds; -O0 compiles in 70% but runs
-# 4-7x slower, which the benchmark-sized slow tests pay back). Set before JAX starts its backend; subprocesses,
-# notebook kernels and the multi-device children (host_devices_environment) inherit it. XLA_FLAGS that name a
-# level are left alone. The multi-device children compile at XLA's default instead (host_devices_environment):
-# they check that a run's bits do not depend on the device count, which holds for the programs users compile
-# (-O2) and not at -O1, where the one- and four-device programs round differently.
-TEST_COMPILE_FLAG = "--xla_backend_optimization_level=1"
-if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TEST_COMPILE_FLAG).strip()
-
-import jax  # noqa: E402  (after XLA_FLAGS)
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -36,16 +24,9 @@ def pytest_collection_modifyitems(config, items):
 def host_devices_environment(count: int, **extra: str) -> dict[str, str]:
     """The environment of a subprocess that sees ``count`` CPU devices: this one's, with
     ``--xla_force_host_platform_device_count`` added to any XLA_FLAGS already set (CI's compile options carry
-    over) less the suite's own TEST_COMPILE_FLAG (XLA's default optimization, as users compile), and JAX on the
-    CPU."""
-    environment = default_compile_environment()
-    flags = " ".join(environment["XLA_FLAGS"].split() + [f"--xla_force_host_platform_device_count={count}"])
-    return dict(environment, XLA_FLAGS=flags, JAX_PLATFORMS="cpu", **extra)
-
-
-def default_compile_environment() -> dict[str, str]:
-    """This process's environment less the suite's TEST_COMPILE_FLAG: a subprocess that compiles as users do."""
-    return dict(os.environ, XLA_FLAGS=" ".join(os.environ.get("XLA_FLAGS", "").replace(TEST_COMPILE_FLAG, "").split()))
+    over) and JAX on the CPU."""
+    flags = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={count}").strip()
+    return dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu", **extra)
 
 
 @pytest.fixture(autouse=True, scope="module")
