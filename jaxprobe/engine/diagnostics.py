@@ -222,6 +222,12 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     return _ess_and_rhat(series)[0]
 
 
+def _changes_within_a_chain(series: np.ndarray) -> np.ndarray:
+    """Whether some chain of each series ``(..., M, N)`` takes two values or holds a NaN → ``(...)``: where none
+    does, W = 0 and the series has no ESS or R̂ (:func:`_ess_and_rhat`)."""
+    return np.any(series != series[..., :1], axis=(-2, -1))
+
+
 def _ess_and_rhat(series: np.ndarray, varies: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Geyer's initial-monotone-sequence ESS (as BlackJAX computes it) and Gelman–Rubin R̂ (Vehtari et al.
     2021, Eqs. 4–5: B = N·var(chain means), W = mean within-chain variance, its lag-0 autocovariance) of
@@ -231,8 +237,8 @@ def _ess_and_rhat(series: np.ndarray, varies: np.ndarray | None = None) -> tuple
     ``(...)``: whether some chain of each series changes within itself or holds a NaN, where the caller knows it
     (found from the series otherwise)."""
     *lead, chains, num = series.shape
-    if varies is None:  # whether some chain changes within itself (or holds a NaN): ``(...)``
-        varies = np.any(series != series[..., :1], axis=(-2, -1))
+    if varies is None:
+        varies = _changes_within_a_chain(series)
     # A matrix product with 1/N: a mean over a short last axis is several times slower in NumPy.
     chain_mean = series @ np.full(num, 1.0 / num)  # (..., M)
     series -= chain_mean[..., None]  # centred in place (a new array of every series cost more than the rest)
@@ -392,8 +398,7 @@ def _rank_diagnostics(draws: np.ndarray) -> RankDiagnostics:
         varies = np.ones((4, cells * k), bool)
         for which, tied in enumerate(tied_rows):
             if tied.any():
-                frozen = by_chain[which, tied]
-                varies[which, tied] = np.any(frozen != frozen[..., :1], axis=(-2, -1))
+                varies[which, tied] = _changes_within_a_chain(by_chain[which, tied])
         counts = by_chain[2:] @ np.ones(num)  # exact: sums of 0s and 1s
         varies[2:] = np.any((counts != 0.0) & (counts != num), axis=-1)
         varies |= has_nan[:, 0]
