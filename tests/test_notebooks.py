@@ -7,13 +7,18 @@ notebook once (this slow test, then `sphinx-build` in .ci/run)."""
 import json
 import os
 import pathlib
+import re
 import sys
 
 import pytest
 
+import jaxprobe
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXECUTED = ROOT / "docs" / "_build" / "executed"
+#: jaxprobe's warnings (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...): a notebook shows none of them.
+WARNINGS = tuple(name for name in jaxprobe.__all__ if name.endswith("Warning"))
 
 
 def test_there_are_notebooks():
@@ -39,11 +44,13 @@ def test_notebook_runs(path, tmp_path):
     client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
-    # A notebook ends without a convergence warning: its answers are ones to trust (or it reads the verdict itself).
+    # A notebook ends without a warning of jaxprobe's, issued or printed in a verdict: its answers and their error
+    # bars are ones to trust (or it reads the verdict itself).
     for number, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output.get("output_type") == "stream" else ""
-            assert "ConvergenceWarning" not in text, f"cell {number} of {path.name} warns: {text[:500]}"
+            warned = [name for name in WARNINGS if name in text] + re.findall(r"^ +warning: .*", text, flags=re.M)
+            assert not warned, f"cell {number} of {path.name} warns: {warned} in {text[:500]}"
     key, digest = _source_hash(path)
     notebook.metadata[key] = digest
     EXECUTED.mkdir(parents=True, exist_ok=True)

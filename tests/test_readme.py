@@ -1,9 +1,9 @@
 """The README's and the documentation's examples run as written (issue 15: plain NumPy data, float64 included;
-issue 28: every Python block in README and docs is complete) and end without a convergence warning (an example's
-answer must be trustworthy). Every ```python block runs in a fresh process in an empty folder, with jaxprobe's
-ConvergenceWarning turned into an error. Pages that are MyST notebooks (``file_format: mystnb``, e.g. Getting
-started) are executed by the documentation build instead (``sphinx-build -W`` in .ci/run fails on an error), and
-generated pages (docs/.gitignore) are not examples."""
+issue 28: every Python block in README and docs is complete) and end without a warning of jaxprobe's (an example's
+answer and its error bar must be trustworthy). Every ```python block runs in a fresh process in an empty folder,
+with jaxprobe's warnings (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...) turned into errors. Pages that are
+MyST notebooks (``file_format: mystnb``, e.g. Getting started) are executed by the documentation build instead
+(``sphinx-build -W`` in .ci/run fails on an error), and generated pages (docs/.gitignore) are not examples."""
 
 from __future__ import annotations
 
@@ -15,10 +15,14 @@ import sys
 
 import pytest
 
+import jaxprobe
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 GENERATED = ("_build", "jupyter_execute", ".jupyter_cache")
+#: jaxprobe's warnings (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...): an example issues none of them.
+WARNINGS = tuple(name for name in jaxprobe.__all__ if name.endswith("Warning"))
 
 
 def _pages() -> list[pathlib.Path]:
@@ -47,7 +51,9 @@ def _blocks() -> list[tuple[str, str]]:
 
 BLOCKS = _blocks()
 PRELUDE = ("import warnings, jaxprobe\n"
-           "warnings.simplefilter('error', jaxprobe.ConvergenceWarning)\n")
+           "for name in jaxprobe.__all__:\n"
+           "    if name.endswith('Warning'):\n"
+           "        warnings.simplefilter('error', getattr(jaxprobe, name))\n")
 
 
 def test_the_readme_and_docs_have_examples():
@@ -70,4 +76,4 @@ def test_example_runs_as_written(where, code, tmp_path):
     out = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=900, env=environment)
     assert out.returncode == 0, f"example at {where} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
-    assert "ConvergenceWarning" not in out.stderr, out.stderr[-2000:]
+    assert not any(name in out.stderr for name in WARNINGS), out.stderr[-2000:]
