@@ -17,6 +17,12 @@ import numpy as np
 
 __all__ = ["SquareGrid", "total_variation", "total_variation_floor"]
 
+#: Points per vmapped batch of G. On XLA's CPU backend (jaxlib 0.10.2) a dot-then-sum fusion (YNNPACK's) falls off
+#: a cliff past about 2^24 values: one vmap of a 443-support-vector SVM over 45,000 points took 16.9 s against 0.05 s
+#: over 30,000, and a figure-2 test spent 130 s in one 90,000-point vmap (docs/howto/gpus-and-numerics.md).
+#: Batches of 8,192 stay well below it and cost nothing on a GPU.
+POINTS_PER_BATCH = 8192
+
 
 class SquareGrid:
     """G on the midpoint grid of ``[low, high]²``: ``loss`` ``(num², )`` in x-major order (float64).
@@ -42,7 +48,8 @@ class SquareGrid:
         width = (self.high - self.low) / self.num
         axis = self.low + width * (np.arange(self.num) + 0.5)
         self.points = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
-        self.loss = np.asarray(jax.jit(jax.vmap(probe))(jnp.asarray(self.points, jnp.float32)), np.float64)
+        evaluate = jax.jit(lambda points: jax.lax.map(probe, points, batch_size=POINTS_PER_BATCH))
+        self.loss = np.asarray(evaluate(jnp.asarray(self.points, jnp.float32)), np.float64)
 
     def log_evidence(self, temperature: float, stride: int = 1) -> float:
         """log E_uniform[exp(−G/τ)] by the midpoint rule (``stride`` 2: every other point, to bound the rule's error)."""

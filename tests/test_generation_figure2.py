@@ -10,8 +10,6 @@ at 62–67 % disagreements.)
 
 import warnings
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -19,6 +17,7 @@ import jaxprobe
 from jaxprobe import datasets, probes
 from jaxprobe.constraints import Box
 from jaxprobe.models import from_sklearn
+from jaxprobe.quadrature import SquareGrid
 
 BOX = 1.5  # the plotted square [−1.5, 1.5]² of Fig. 2
 
@@ -38,12 +37,10 @@ def circles():
 
 
 def _grid_mass_of_disagreement(probe, rbf, cubic, temperature):
-    """∫ 1[disagree] exp(−G/τ) / ∫ exp(−G/τ) over the box, by a 301² grid (the exact answer)."""
-    axis = np.linspace(-BOX, BOX, 301)
-    grid = np.stack(np.meshgrid(axis, axis), -1).reshape(-1, 2)
-    loss = np.asarray(jax.vmap(probe)(jnp.asarray(grid, jnp.float32)), np.float64)
-    weight = np.exp(-(loss - loss.min()) / temperature)
-    disagree = rbf.predict(grid) != cubic.predict(grid)
+    """∫ 1[disagree] exp(−G/τ) / ∫ exp(−G/τ) over the box, by the 300² midpoint rule (the exact answer)."""
+    grid = SquareGrid(probe, -BOX, BOX, 300)
+    weight = np.exp(-(grid.loss - grid.loss.min()) / temperature)
+    disagree = rbf.predict(grid.points) != cubic.predict(grid.points)
     return float(weight[disagree].sum() / weight.sum())
 
 
