@@ -324,29 +324,39 @@ def test_one_question_through_four_front_ends_is_one_answer(tmp_path):
         np.testing.assert_array_equal(other.positions, direct.positions)
 
 
-@pytest.mark.slow
-def test_example_sweeps_and_resume(tmp_path, capsys):
-    out = tmp_path / "sweep"
-    config = _small("sweep_temperature.toml", tmp_path, chains=8, samples=40, warmup=40)
-    assert main(["sweep", config, "--out", str(out), "--quiet"]) == EXIT_OK
+def _sweep_example_as_shipped(name, out):
+    """``jaxprobe sweep`` on an example exactly as shipped (its own grid, sizes and sampler): every cell has a
+    converged verdict (--strict exits 1 otherwise) and no ConvergenceWarning is raised. Returns results.csv's rows."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jaxprobe.ConvergenceWarning)
+        status = main(["sweep", os.path.join(EXAMPLES, name), "--out", str(out), "--strict"])
+    assert status == EXIT_OK
     rows = read_table(out / "results.csv")
-    # 8 chains x 40 draws are too few for the verdict's ESS: every cell finished, marked unconverged.
-    assert len(rows) == 48 and all(r["status"] in ("ok", "unconverged") for r in rows)
+    assert all(row["status"] == "ok" for row in rows)
+    return rows
+
+
+@pytest.mark.slow
+def test_sweep_temperature_example_converges_answers_and_resumes(tmp_path, capsys):
+    out = tmp_path / "out"
+    rows = _sweep_example_as_shipped("sweep_temperature.toml", out)
+    assert len(rows) == 48
     # The probe value grows with τ (samples spread away from the boundary as the temperature rises).
     for alpha in (0.25, 0.5, 0.75):
         means = [r["probe_mean"] for r in rows if r["probe.alpha"] == alpha and r["seed"] == 0]
         assert means[-1] > 3 * means[0]
     assert (out / "probe_mean.png").exists()
-    assert main(["sweep", config, "--out", str(out)]) == EXIT_OK  # everything is on disk: nothing to run
-    assert "48 cells (0 failed), 0 compiled program(s)" in capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["sweep", os.path.join(EXAMPLES, "sweep_temperature.toml"), "--out", str(out)]) == EXIT_OK
+    assert "48 cells (0 failed), 0 compiled program(s)" in capsys.readouterr().out  # all on disk: nothing to run
 
+
+@pytest.mark.slow
+def test_sweep_counterfactual_example_converges_and_each_model_kind_answers_its_own_model(tmp_path, capsys):
     out = tmp_path / "counterfactuals"
-    config = _small("sweep_counterfactual.toml", tmp_path, chains=8, samples=40, warmup=40,
-                    extra={"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]": "[0, 1, 2, 3]"})
-    assert main(["sweep", config, "--out", str(out)]) == EXIT_OK
-    assert "32 cells (0 failed), 2 compiled program(s)" in capsys.readouterr().out  # one per model kind
-    rows = read_table(out / "results.csv")
-    assert {r["model.kind"] for r in rows} == {"logistic_regression", "mlp"}
+    rows = _sweep_example_as_shipped("sweep_counterfactual.toml", out)
+    assert "128 cells (0 failed), 2 compiled program(s)" in capsys.readouterr().out  # one per model kind
+    assert len(rows) == 128 and {r["model.kind"] for r in rows} == {"logistic_regression", "mlp"}
     # Each model.kind cell answers its own model: the two kinds' cells differ (they were bit-identical when string
     # axes were dropped), and a cell equals the single run of its question (same key) up to float32 rounding.
     by_kind = {kind: {(r["localize.anchor"], r["localize.weight"]): r["probe_mean"] for r in rows
@@ -355,7 +365,8 @@ def test_example_sweeps_and_resume(tmp_path, capsys):
     cell = next(r for r in rows if r["model.kind"] == "mlp" and r["localize.anchor"] == 2
                 and r["localize.weight"] == 0.3)
     single = tmp_path / "single.toml"
-    single.write_text(open(config).read().replace('kind = "logistic_regression"', 'kind = "mlp"')
+    single.write_text(open(os.path.join(EXAMPLES, "sweep_counterfactual.toml")).read()
+                      .replace('kind = "logistic_regression"', 'kind = "mlp"')
                       .replace("anchor = 0", "anchor = 2").replace("weight = 0.1", "weight = 0.3")
                       .split("[sweep]")[0] + '[output]\ndir = "unused"\n')
     assert main(["run", str(single), "--out", str(tmp_path / "single"), "--quiet"]) == EXIT_OK
@@ -367,19 +378,6 @@ def test_example_sweeps_and_resume(tmp_path, capsys):
     spread = one.positions.reshape(-1, one.positions.shape[-1]).std(axis=0) + 1e-3
     gap = np.abs(swept.positions.mean(axis=(0, 1)) - one.positions.mean(axis=(0, 1)))
     assert np.all(gap < 0.25 * spread), gap / spread
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["sweep_temperature.toml", "sweep_counterfactual.toml"])
-def test_sweep_examples_as_shipped_converge(name, tmp_path):
-    """Every cell of the shipped sweep examples (their own sizes and samplers) has a converged verdict:
-    --strict exits 1 otherwise, and no ConvergenceWarning is raised."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", jaxprobe.ConvergenceWarning)
-        status = main(["sweep", os.path.join(EXAMPLES, name), "--out", str(tmp_path / "out"), "--quiet",
-                       "--strict"])
-    assert status == EXIT_OK
-    assert all(row["status"] == "ok" for row in read_table(tmp_path / "out" / "results.csv"))
 
 
 def test_validate_catches_what_run_would_reject(tmp_path, capsys):
