@@ -313,8 +313,9 @@ temperature = 0.1
 "{axis}" = {values}
 """
 
-#: Every key a config accepts as a grid axis, with two values and the probe type / model kind that reads it; not
-#: here: saved-network keys (path, activation, output: test_cli.py).
+#: Every key a config accepts as a grid axis, with two values and the probe type / model kind that reads it, but the
+#: batched axes of a fixed_label question (_BATCHED_AXES, swept together below); not here: saved-network keys (path,
+#: activation, output: test_cli.py).
 _EVERY_AXIS = [
     ("data.name", '["breast_cancer", "wine"]', "fixed_label", "logistic_regression"),
     ("data.test_fraction", "[0.25, 0.3]", "fixed_label", "logistic_regression"),
@@ -326,12 +327,9 @@ _EVERY_AXIS = [
     ("probe.type", '["fixed_label", "prediction_risky"]', "fixed_label", "logistic_regression"),
     ("probe.alpha", "[0.3, 0.7]", "prediction_risky", "logistic_regression"),
     ("probe.r", "[2, 4]", "prediction_risky", "logistic_regression"),
-    ("probe.target", "[0, 1]", "fixed_label", "logistic_regression"),
     ("probe.loss", '["cross_entropy", "squared"]', "fixed_label", "logistic_regression"),
     ("probe.sigma", "[0.1, 1.0]", "parameter_sensitive", "logistic_regression"),
     ("probe.num_draws", "[4, 8]", "parameter_sensitive", "logistic_regression"),
-    ("localize.anchor", "[0, 1]", "fixed_label", "logistic_regression"),
-    ("localize.weight", "[0.1, 1.0]", "fixed_label", "logistic_regression"),
     ("localize.r", "[2, 4]", "fixed_label", "logistic_regression"),
     ("constraints.fixed", '[[], ["mean radius"]]', "fixed_label", "logistic_regression"),
     ("constraints.bounds", '["none", "data"]', "fixed_label", "logistic_regression"),
@@ -341,9 +339,6 @@ _EVERY_AXIS = [
     ("sampler.num_samples", "[12, 14]", "fixed_label", "logistic_regression"),
     ("sampler.num_warmup", "[12, 14]", "fixed_label", "logistic_regression"),
     ("sampler.thin", "[1, 2]", "fixed_label", "logistic_regression"),
-    ("sampler.temperature", "[0.1, 1.0]", "fixed_label", "logistic_regression"),
-    ("sampler.seed", "[0, 1]", "fixed_label", "logistic_regression"),
-    ("sampler.step_size", "[0.05, 0.2]", "fixed_label", "logistic_regression"),
     ("sampler.step_size_mode", '["per_chain", "shared"]', "fixed_label", "logistic_regression"),
 ]
 
@@ -353,7 +348,7 @@ def test_every_accepted_grid_axis_is_swept_below():
     are not axes."""
     from jaxprobe.config import SCHEMA
 
-    covered = {axis for axis, *_ in _EVERY_AXIS}
+    covered = {axis for axis, *_ in _EVERY_AXIS} | set(_BATCHED_AXES)
     accepted = {f"{section}.{key}" for section, keys in SCHEMA.items() if section not in ("sweep", "output", "precision")
                 for key in keys if not key == "options"} - {"sampler.numerics", "model.path", "model.activation",
                                                              "model.output", "compare.path", "compare.activation",
@@ -361,7 +356,7 @@ def test_every_accepted_grid_axis_is_swept_below():
     assert accepted <= covered, f"add these axes to _EVERY_AXIS: {sorted(accepted - covered)}"
 
 
-# One test per axis (29 two-cell CLI sweeps, 7-9 s each): the slow pass spreads them over its workers.
+# One test per axis (23 two-cell CLI sweeps, 5-30 s each): the slow pass spreads them over its workers.
 @pytest.mark.slow
 @pytest.mark.parametrize("axis, values, probe_type, model_kind", _EVERY_AXIS, ids=[row[0] for row in _EVERY_AXIS])
 def test_every_grid_axis_changes_what_is_computed(tmp_path, axis, values, probe_type, model_kind):
@@ -378,3 +373,45 @@ def test_every_grid_axis_changes_what_is_computed(tmp_path, axis, values, probe_
     assert rows[0][column] != rows[1][column], axis
     first, second = (jaxprobe.Samples.load(out / row["samples"]).positions for row in rows)
     assert first.shape != second.shape or not np.array_equal(first, second), f"{axis}: identical cells"
+
+
+#: The batched (traced) axes a fixed_label question reads, two values each: one compiled program for all 64 cells.
+_BATCHED_AXES = {"probe.target": [0, 1], "localize.anchor": [0, 1], "localize.weight": [0.1, 1.0],
+                 "sampler.temperature": [0.1, 1.0], "sampler.seed": [0, 1], "sampler.step_size": [0.05, 0.2]}
+
+
+@pytest.mark.slow
+def test_every_batched_grid_axis_changes_what_is_computed(tmp_path, capsys):
+    """The batched axes swept together (2^6 cells, one compiled program): for each axis, every pair of cells that
+    differ only in it carries its own values and has draws or log densities of its own (an axis that is not applied
+    gives identical pairs under different labels, as model kinds did; chains that reject every step at a large fixed
+    step size keep their starts, but not their log densities, when the target changes)."""
+    from jaxprobe.config import BATCHED_KEYS
+
+    assert set(BATCHED_KEYS) - set(_BATCHED_AXES) == {"probe.alpha"}   # read by prediction_risky: _EVERY_AXIS
+    grid = "".join(f'"{axis}" = {json.dumps(values)}\n' for axis, values in _BATCHED_AXES.items())
+    path = tmp_path / "batched.toml"
+    path.write_text(_ONE_AXIS_BASE.format(axis="sampler.temperature", values="[0.1, 1.0]", probe_type="fixed_label",
+                                          model_kind="logistic_regression").split("[sweep.grid]")[0]
+                    + "[sweep.grid]\n" + grid)
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == EXIT_OK
+    assert "64 cells (0 failed), 1 compiled program(s)" in capsys.readouterr().out
+    rows = read_table(out / "results.csv")
+    assert len(rows) == 64 and all(row["status"] in ("ok", "unconverged") for row in rows)
+    columns = {axis: ENGINE_KEYS.get(axis, axis) for axis in _BATCHED_AXES}
+    # a cell's draws and their log densities: chains that reject every step of a cell still differ in the latter
+    draws = {row["cell"]: (lambda samples: np.concatenate([samples.positions, samples.logdensity[..., None]], -1))(
+        jaxprobe.Samples.load(out / row["samples"])) for row in rows}
+    for axis, column in columns.items():
+        pairs = {}
+        for row in rows:
+            others = tuple(float(row[c]) for a, c in columns.items() if a != axis)
+            pairs.setdefault(others, []).append(row)
+        assert len(pairs) == 32 and all(len(pair) == 2 for pair in pairs.values()), axis
+        identical = []
+        for first, second in pairs.values():
+            assert float(first[column]) != float(second[column]), axis
+            if np.array_equal(draws[first["cell"]], draws[second["cell"]]):
+                identical.append({a: first[c] for a, c in columns.items() if a != axis})
+        assert not identical, f"{axis}: identical cells at {identical}"
