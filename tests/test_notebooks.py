@@ -48,7 +48,8 @@ def test_notebook_runs(path, tmp_path):
     # bars are ones to trust (or it reads the verdict itself).
     for number, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
-            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            text = (output.get("text", "") if output.get("output_type") == "stream"          # print, warnings
+                    else "".join(output.get("data", {}).get("text/plain", "")))            # a cell's value
             warned = [name for name in WARNINGS if name in text] + re.findall(r"^ +warning: .*", text, flags=re.M)
             assert not warned, f"cell {number} of {path.name} warns: {warned} in {text[:500]}"
     key, digest = _source_hash(path)
