@@ -21,6 +21,9 @@ def test_answer_speed_at_another_dimension_writes_its_own_record(tmp_path, monke
     assert row["num_chains"] == 16 and row["ratio"] > 0 and row["same_work"]["identical_draw_fraction"] == 1.0
     assert "MLP probe 3→" in (tmp_path / "answer_speed.d3.md").read_text()
     assert not (tmp_path / "answer_speed.json").exists()  # the default d's record is not overwritten
+    # the phase timers are gone with main(): this process's sample() is the engine's own again
+    assert not any(getattr(getattr(answer_speed.api, name), "_answer_speed_timer", False)
+                   for name in answer_speed.PHASES)
     with pytest.raises(SystemExit, match="--dim must be a positive integer"):
         answer_speed.main(["--quick", "--dim", "0", "--out", str(tmp_path)])
 

@@ -202,10 +202,12 @@ PHASE_LABELS = {"_validate": "checks", "_place": "place + init", "_adapt_or_resu
 _PHASE_LOG: list[tuple[str, float]] = []
 
 
-def install_phase_timers() -> None:
-    """Wrap the steps of ``api.sample`` (module attributes it looks up at call time) with timers, in this
-    process only. Every step ends synchronized with the device (warmup and chunks read their statistics back),
-    so a step's wall time is its own."""
+def install_phase_timers() -> Callable[[], None]:
+    """Wrap the steps of ``api.sample`` (module attributes it looks up at call time) with timers. Every step ends
+    synchronized with the device (warmup and chunks read their statistics back), so a step's wall time is its own.
+    Returns the function that puts the engine's own steps back: :func:`main` calls it when its sections end, so a
+    process that called ``main()`` (a test, a notebook) is not left with a timed ``sample()`` and a growing log."""
+    installed = {}
     for name in PHASES:
         original = getattr(api, name)
         if getattr(original, "_answer_speed_timer", False):
@@ -219,7 +221,15 @@ def install_phase_timers() -> None:
                 _PHASE_LOG.append((_name, time.perf_counter() - start))
 
         timed._answer_speed_timer = True
+        installed[name] = original
         setattr(api, name, timed)
+
+    def restore() -> None:
+        for name, original in installed.items():
+            setattr(api, name, original)
+        _PHASE_LOG.clear()
+
+    return restore
 
 
 # ------------------------------------------------------------------ candidates
@@ -1142,12 +1152,15 @@ def _run_record(args: argparse.Namespace, config: Config) -> dict[str, Any]:
 def _run_sections(config: Config, sections: set[str], results: dict[str, Any]) -> None:
     """Every section asked for, into ``results``; memory first: a child inherits its parent's peak RSS into
     ru_maxrss at exec, so the children are spawned while this process is small."""
-    install_phase_timers()
-    results["memory"] = memory_section(config) if config.memory else []
-    _, logdensity = make_target()
-    results["mala"] = mala_section(config, logdensity) if "mala" in sections else []
-    results["samplers"] = samplers_section(config, logdensity) if "samplers" in sections else []
-    results["keep_draws"] = keep_draws_section(config) if "keep_draws" in sections else None
+    restore_phases = install_phase_timers()
+    try:
+        results["memory"] = memory_section(config) if config.memory else []
+        _, logdensity = make_target()
+        results["mala"] = mala_section(config, logdensity) if "mala" in sections else []
+        results["samplers"] = samplers_section(config, logdensity) if "samplers" in sections else []
+        results["keep_draws"] = keep_draws_section(config) if "keep_draws" in sections else None
+    finally:
+        restore_phases()
 
 
 def _close_segments(results: dict[str, Any], other_work: throughput.OtherWork) -> None:
