@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from blackjax import diagnostics
 
+import jaxprobe
+
 # Note: jax_numpy_rank_promotion="raise" (as equinox's suite sets) is not used: BlackJAX's
 # ChEES adaptation relies on implicit rank promotion internally.
 
@@ -19,6 +21,11 @@ LONGEST_FIRST = ("tests/test_notebooks.py", "tests/benchmark/")
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
+
+
+#: jaxprobe's warning classes by name (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...): an example or a notebook
+#: issues none of them (tests/test_readme.py, tests/test_notebooks.py).
+JAXPROBE_WARNINGS = tuple(name for name in jaxprobe.__all__ if name.endswith("Warning"))
 
 
 def host_devices_environment(count: int, **extra: str) -> dict[str, str]:

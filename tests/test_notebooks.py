@@ -12,13 +12,11 @@ import sys
 
 import pytest
 
-import jaxprobe
+from tests.conftest import JAXPROBE_WARNINGS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXECUTED = ROOT / "docs" / "_build" / "executed"
-#: jaxprobe's warnings (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...): a notebook shows none of them.
-WARNINGS = tuple(name for name in jaxprobe.__all__ if name.endswith("Warning"))
 
 
 def test_there_are_notebooks():
@@ -50,7 +48,8 @@ def test_notebook_runs(path, tmp_path):
         for output in cell.get("outputs", []):
             text = (output.get("text", "") if output.get("output_type") == "stream"          # print, warnings
                     else "".join(output.get("data", {}).get("text/plain", "")))            # a cell's value
-            warned = [name for name in WARNINGS if name in text] + re.findall(r"^ +warning: .*", text, flags=re.M)
+            warned = ([name for name in JAXPROBE_WARNINGS if name in text]
+                      + re.findall(r"^ +warning: .*", text, flags=re.M))
             assert not warned, f"cell {number} of {path.name} warns: {warned} in {text[:500]}"
     key, digest = _source_hash(path)
     notebook.metadata[key] = digest

@@ -15,14 +15,12 @@ import sys
 
 import pytest
 
-import jaxprobe
+from tests.conftest import JAXPROBE_WARNINGS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 GENERATED = ("_build", "jupyter_execute", ".jupyter_cache")
-#: jaxprobe's warnings (ConvergenceWarning, MCSEWarning, PrecisionWarning, ...): an example issues none of them.
-WARNINGS = tuple(name for name in jaxprobe.__all__ if name.endswith("Warning"))
 
 
 def _pages() -> list[pathlib.Path]:
@@ -51,9 +49,8 @@ def _blocks() -> list[tuple[str, str]]:
 
 BLOCKS = _blocks()
 PRELUDE = ("import warnings, jaxprobe\n"
-           "for name in jaxprobe.__all__:\n"
-           "    if name.endswith('Warning'):\n"
-           "        warnings.simplefilter('error', getattr(jaxprobe, name))\n")
+           f"for name in {JAXPROBE_WARNINGS!r}:\n"
+           "    warnings.simplefilter('error', getattr(jaxprobe, name))\n")
 
 
 def test_the_readme_and_docs_have_examples():
@@ -76,4 +73,4 @@ def test_example_runs_as_written(where, code, tmp_path):
     out = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=900, env=environment)
     assert out.returncode == 0, f"example at {where} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
-    assert not any(name in out.stderr for name in WARNINGS), out.stderr[-2000:]
+    assert not any(name in out.stderr for name in JAXPROBE_WARNINGS), out.stderr[-2000:]
