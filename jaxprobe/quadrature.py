@@ -15,13 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SquareGrid", "total_variation", "total_variation_floor"]
+from jaxprobe._pointwise import map_points
 
-#: Points per vmapped batch of G. On XLA's CPU backend (jaxlib 0.10.2) a dot-then-sum fusion (YNNPACK's) falls off
-#: a cliff past about 2^24 values: one vmap of a 443-support-vector SVM over 45,000 points took 16.9 s against 0.05 s
-#: over 30,000, and a figure-2 test spent 130 s in one 90,000-point vmap (docs/howto/gpus-and-numerics.md).
-#: Batches of 8,192 stay well below it and cost nothing on a GPU.
-POINTS_PER_BATCH = 8192
+__all__ = ["SquareGrid", "total_variation", "total_variation_floor"]
 
 
 class SquareGrid:
@@ -48,7 +44,8 @@ class SquareGrid:
         width = (self.high - self.low) / self.num
         axis = self.low + width * (np.arange(self.num) + 0.5)
         self.points = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
-        evaluate = jax.jit(lambda points: jax.lax.map(probe, points, batch_size=POINTS_PER_BATCH))
+        # in batches on a CPU: one vmap over 90,000 points fell off XLA's CPU cliff (jaxprobe._pointwise)
+        evaluate = jax.jit(lambda points: map_points(probe, points))
         self.loss = np.asarray(evaluate(jnp.asarray(self.points, jnp.float32)), np.float64)
 
     def log_evidence(self, temperature: float, stride: int = 1) -> float:

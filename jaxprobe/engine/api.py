@@ -15,6 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine import core
 from jaxprobe.engine.checkpoint import STAT_FIELDS as _STAT_FIELDS
 from jaxprobe.engine.checkpoint import CheckpointMismatchError, CheckpointWriter, HostDraws as _HostDraws
@@ -366,7 +367,7 @@ def _burn_in(rng_key, state, kernel, logdensity_fn, steps):
 @jit_bounded(static_argnames=("fn",))
 def _observe_particles(fn, particles):
     """An observable (a function of one flat position) at every particle ``(N, D)``."""
-    return jax.vmap(fn)(particles)
+    return map_points(fn, particles)
 
 
 @jit_bounded(static_argnames=("monitor",))

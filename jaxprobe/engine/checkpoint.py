@@ -47,6 +47,7 @@ import numpy as np
 
 from jaxprobe._io import (CorruptFileError, CorruptFileWarning, crc32, free_bytes, is_writer, no_space_error,
                           read_checked_npz, write_checked_npz)
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine import core
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.host import to_device, to_host
@@ -130,7 +131,7 @@ def fingerprint(array: Any) -> str:
 
 @jit_bounded(static_argnames=("logdensity_fn",))
 def _values_at(logdensity_fn, points):
-    return jax.vmap(logdensity_fn)(points)
+    return map_points(logdensity_fn, points)
 
 
 def target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:

@@ -55,6 +55,7 @@ from blackjax.mcmc import proposal as bj_proposal
 from blackjax.mcmc import termination as bj_termination
 from blackjax.mcmc import trajectory as bj_trajectory
 
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine.chees import ChEESAdaptation
 from jaxprobe.engine.core import WindowAdaptation
 from jaxprobe.engine.numerics import (Numerics, as_numerics, diagonal_metric, in_positions_dtype, normal_and_uniform,
@@ -207,7 +208,9 @@ def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
 
 
 def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Array, Array]:
-    return jax.vmap(jax.value_and_grad(logdensity_fn))(positions)
+    # in batches of chains on a CPU past POINTS_PER_BATCH chains: a vmap over ~40,000 or more fell off XLA's CPU
+    # cliff (a cubic SVM's fixed_label gradient: 0.15 s at 30,000 points, 15.6 s at 65,536; jaxprobe._pointwise)
+    return map_points(jax.value_and_grad(logdensity_fn), positions)
 
 
 def per_chain(value: Array, num_chains: int) -> Array:
@@ -311,7 +314,7 @@ class ValueKernel(BaseKernel):
 
     def init(self, positions: Array, logdensity_fn: FlatLogDensity) -> ValueState:
         """Positions ``(C, D)`` → their log densities ``(C,)`` (non-finite → −inf)."""
-        return ValueState(positions, jax.vmap(safe_logdensity(logdensity_fn))(positions))
+        return ValueState(positions, map_points(safe_logdensity(logdensity_fn), positions))
 
 
 def _metropolis_step(state: Any, proposal: Any, log_uniform: Array, log_q_ratio: Array | None,
@@ -444,7 +447,7 @@ class RWMH(ValueKernel):
                                                           paired=False)
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
-        values = jax.vmap(in_positions_dtype(logdensity_fn))(proposal)
+        values = map_points(in_positions_dtype(logdensity_fn), proposal)  # values only: see jaxprobe._pointwise
         return _metropolis_step(state, ValueState(proposal, values), log_uniform, log_q_ratio=None,
                                 num_gradient_evaluations=0)
 
@@ -453,7 +456,8 @@ class RWMH(ValueKernel):
 
 
 def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_args: Any) -> Any:
-    """Run a single-chain kernel on every chain: ``jax.vmap(one_chain)(keys, state, *per_chain_args)``.
+    """Run a single-chain kernel on every chain: ``jax.vmap(one_chain)(keys, state, *per_chain_args)`` (on a CPU
+    past :data:`jaxprobe._pointwise.POINTS_PER_BATCH` chains, in batches of chains: the same per-chain results).
 
     ``keys`` are ``jax.random.split(rng_key, C)`` (one per chain); ``state`` is a kernel state with a
     leading chain axis (``state.position`` ``(C, D)``); every ``per_chain_args`` leaf has a leading
@@ -470,7 +474,8 @@ def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_ar
     ((4, 2), True)
     """
     keys = jax.random.split(rng_key, state.position.shape[0])
-    return jax.vmap(one_chain)(keys, state, *per_chain_args)
+    # one vmap, or on a CPU past POINTS_PER_BATCH chains batches of chains (jaxprobe._pointwise: XLA's CPU cliff)
+    return map_points(lambda chain_args: one_chain(*chain_args), (keys, state, *per_chain_args))
 
 
 def _hamiltonian_step(kernel: Any, trajectory: int, numerics: Any, rng_key: PRNGKey, state: GradientState,

@@ -108,6 +108,7 @@ particles get zero weight.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
@@ -120,6 +121,7 @@ from blackjax.smc import resampling, solver
 from blackjax.smc.tuning import from_particles
 
 from jaxprobe._inputs import check_int
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.estimates import log_mean_and_se as _log_mean_and_se  # the one group-based error
 from jaxprobe.engine.numerics import in_positions_dtype
@@ -137,7 +139,7 @@ def _run_chains(keys: Array, states: NamedTuple, step: Callable, num_mcmc_steps:
     density and gradient already evaluated (:func:`_evaluate`), so a stage costs no extra gradient for them."""
     def chain(key: PRNGKey, state: NamedTuple) -> tuple[NamedTuple, NamedTuple]:
         return jax.lax.scan(lambda current, k: step(k, current), state, jax.random.split(key, num_mcmc_steps))
-    return jax.vmap(chain)(keys, states)
+    return map_points(lambda particle: chain(*particle), (keys, states))  # batches on a CPU: jaxprobe._pointwise
 
 
 def _mala_kernel(rng_key: PRNGKey, state: mala.MALAState, logdensity_fn: LogDensity,
@@ -557,7 +559,7 @@ PRECONDITIONERS = ("fisher", "variance")
 def _evaluate(logdensity: LogDensity, positions: Array) -> tuple[Array, Array]:
     """``log π_λ`` (N,) and its gradient (N, D) at the particles, non-finite values as −inf and zero gradient
     (one gradient evaluation per particle: it tunes the mass matrix and starts the inner kernel's state)."""
-    values, grads = jax.vmap(jax.value_and_grad(logdensity))(positions)
+    values, grads = map_points(jax.value_and_grad(logdensity), positions)
     grads = jnp.where(jnp.isfinite(values)[:, None] & jnp.isfinite(grads), grads, 0.0)
     return _finite_or_neg_inf(values), grads
 
@@ -643,7 +645,7 @@ def _initial_carry(rng_key: PRNGKey, particles: Array, initial_step_size: Array,
 
 def _result(final: _Carry, reference_logdensity: LogDensity, tilt: LogDensity) -> SMCResult:
     """The :class:`SMCResult` of the last stage's state: the particles' ``r + ℓ``, ``log Ẑ`` and the info."""
-    logdensity = jax.vmap(lambda z: _finite_or_neg_inf(reference_logdensity(z) + tilt(z)))(final.particles)
+    logdensity = map_points(lambda z: _finite_or_neg_inf(reference_logdensity(z) + tilt(z)), final.particles)
     log_z, log_z_se = _log_mean_and_se(final.log_z_groups)
     info = SMCInfo(
         num_stages=final.stage,
@@ -671,7 +673,7 @@ def _tempered_smc_compiled(rng_key: PRNGKey, particles: Array, target_ess: Array
     target_acceptance = TARGET_ACCEPTANCE[kernel]
     # in the particles' dtype: a float64 value for float32 particles (x64) would change the loop's types
     reference_logdensity, tilt = in_positions_dtype(reference_logdensity), in_positions_dtype(tilt)
-    batched_tilt = jax.vmap(lambda z: _finite_or_neg_inf(tilt(z)))
+    batched_tilt = functools.partial(map_points, lambda z: _finite_or_neg_inf(tilt(z)))  # values only: _pointwise
 
     def stage(carry: _Carry) -> _Carry:
         key, key_resample, key_move = jax.random.split(carry.rng_key, 3)

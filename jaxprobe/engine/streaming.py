@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine import diagnostics
 from jaxprobe.engine.host import on_accelerator
 from jaxprobe.types import Array
@@ -310,7 +311,7 @@ def fold_draw(monitor: Monitor, carry: tuple[DrawStats, dict[str, ObservableSums
     folded = {}
     for name, fn in monitor.observables:
         sums, counts = observables[name]
-        value = jnp.asarray(jax.vmap(fn)(position)).astype(sums.dtype)
+        value = jnp.asarray(map_points(fn, position)).astype(sums.dtype)  # values only: jaxprobe._pointwise
         current = jax.lax.dynamic_index_in_dim(sums, batch, 0, keepdims=False)
         folded[name] = ObservableSums(jax.lax.dynamic_update_index_in_dim(sums, current + value, batch, 0),
                                       counts.at[batch].add(1))

@@ -33,6 +33,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import CorruptFileError, CorruptFileWarning, atomic_write, json_checksum_ok, json_with_checksum
+from jaxprobe._pointwise import map_points
 from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
@@ -252,7 +253,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         if smc is not None:  # the particle groups (for every error bar) and the observables at the particles
             out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
             if in_data_space:
-                out["particle_values"] = {name: jax.vmap(fn)(z0) for name, fn in in_data_space}
+                out["particle_values"] = {name: map_points(fn, z0) for name, fn in in_data_space}
         monitored = streaming.init_stats(monitor, dtype)
         state, trace, stats, (draw_stats, folded) = core.run_monitored(
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
@@ -1257,8 +1258,9 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
 
 @jit_bounded(static_argnames=("probe_fn",))
 def _probe_values(positions, probe_fn):
-    """G(x) at every draw, ``positions`` ``(C, N, d)`` → ``(C, N)``."""
-    return jax.vmap(jax.vmap(probe_fn))(positions)
+    """G(x) at every draw, ``positions`` ``(C, N, d)`` → ``(C, N)`` (values only: in batches, see
+    :mod:`jaxprobe._pointwise`)."""
+    return map_points(probe_fn, positions.reshape((-1,) + positions.shape[2:])).reshape(positions.shape[:2])
 
 
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine import streaming
 from jaxprobe.engine.api import Progress, canonicalize_key, check_settings
 from jaxprobe.engine.api import sample as engine_sample
@@ -297,7 +298,9 @@ def _observed(positions: np.ndarray, observables: Mapping[str, Callable]) -> dic
     counts = np.bincount(batch, minlength=monitor.num_batches)
     result = {}
     for name, fn in observables.items():
-        values = np.asarray(jax.jit(jax.vmap(jax.vmap(fn)))(jnp.asarray(positions)), np.float64)  # (C, N, ...)
+        flat = jnp.asarray(positions).reshape((-1,) + positions.shape[2:])  # values only: jaxprobe._pointwise
+        values = np.asarray(jax.jit(lambda points: map_points(fn, points))(flat), np.float64)
+        values = values.reshape((num_chains, num_draws) + values.shape[1:])  # (C, N, ...)
         sums = np.zeros((monitor.num_batches, num_chains) + values.shape[2:])
         np.add.at(sums, batch, np.swapaxes(values, 0, 1))
         result[name] = streaming.observed(streaming.ObservableSums(sums, counts))
