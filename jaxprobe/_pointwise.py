@@ -7,12 +7,13 @@ SVM of 443 support vectors (Fig. 2's): its value vmapped over 45,000 points took
 of 65,536 particles did not finish its first call in 12 minutes. Every evaluation over all chains, particles or
 draws can meet it: gradient steps, random-walk steps, SMC's tilt, observables, probe values, quadrature grids.
 
-:func:`map_points` is ``jax.vmap(fn)(points)`` unless the vmap would hold an intermediate of more than
-:data:`MAX_BATCHED_VALUES` values (``fn``'s largest per-point intermediate, read from its jaxpr, times the number
-of points). Then, on a CPU only, it is a ``lax.map`` over contiguous batches that each stay below that bound; on
-a GPU or TPU it stays one vmap (chosen when the program is lowered, with ``jax.lax.platform_dependent``). So
-small runs, and probes with small intermediates (an MLP with 64 hidden units at 65,536 chains), compile exactly
-as one vmap: batching an MLP's random-walk step that did not need it cost 30-60% at 65,536 chains.
+:func:`map_points` is ``jax.vmap(fn)(points)`` for up to :data:`MIN_POINTS_TO_BATCH` points, and above that
+as long as no intermediate of the vmap would hold more than :data:`MAX_BATCHED_VALUES` values (``fn``'s largest
+per-point intermediate, read from its jaxpr, times the number of points). Past that bound, on a CPU only, it is a
+``lax.map`` over contiguous batches that each stay below it; on a GPU or TPU it stays one vmap (chosen when the
+program is lowered, with ``jax.lax.platform_dependent``). So small runs, and probes with small intermediates (an
+MLP with 64 hidden units at 65,536 chains), compile exactly as one vmap: batching an MLP's random-walk step that
+did not need it cost 30-60% at 65,536 chains.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ import jax
 import jax.extend.core as jax_core
 import jax.numpy as jnp
 
-__all__ = ["MAX_BATCHED_VALUES", "map_points"]
+__all__ = ["MAX_BATCHED_VALUES", "MIN_POINTS_TO_BATCH", "map_points"]
+
+#: Up to this many points ``map_points`` is one vmap without looking at ``fn``: reading ``fn``'s intermediates
+#: means tracing it once more, which made a latent-space SMC question's first call 15-20% slower (tracing 3 s to
+#: 8 s), and the cliff was measured from ~40,000 points on (none at 30,000).
+MIN_POINTS_TO_BATCH = 8192
 
 #: The most values one intermediate of a batch may hold on a CPU: half of where XLA's CPU cliff starts (2^24), so
 #: a 443-support-vector SVM is evaluated in batches of ~18,900 points and an MLP with 64 hidden units not at all
@@ -59,13 +65,15 @@ def _batch_layout(num_points: int, max_batch: int) -> tuple[int, int]:
     return fewest, -(-num_points // fewest)
 
 
-def map_points(fn: Callable[..., Any], points: Any, max_values: int | None = None) -> Any:
+def map_points(fn: Callable[..., Any], points: Any, max_values: int | None = None,
+               min_points: int | None = None) -> Any:
     """``fn`` of one point at every point: ``points`` a pytree of arrays with a common leading axis ``(N, ...)`` →
     ``fn``'s outputs stacked ``(N, ...)``, as ``jax.vmap(fn)(points)`` (equal up to float rounding).
 
-    On a CPU, when ``N`` times ``fn``'s largest per-point intermediate exceeds ``max_values`` (default
-    :data:`MAX_BATCHED_VALUES`, read at each call), a ``lax.map`` over
-    contiguous batches of points (module docstring); otherwise, and on other platforms, one vmap. Traceable
+    On a CPU, when ``N`` is above ``min_points`` (default :data:`MIN_POINTS_TO_BATCH`) and ``N`` times ``fn``'s
+    largest per-point intermediate exceeds ``max_values`` (default :data:`MAX_BATCHED_VALUES`; both defaults read
+    at each call), a ``lax.map`` over contiguous batches of points (module docstring); otherwise, and on other
+    platforms, one vmap. Traceable
     (under ``jit``, ``vmap``, ``grad``); ``N`` must be static.
 
     Examples
@@ -77,7 +85,7 @@ def map_points(fn: Callable[..., Any], points: Any, max_values: int | None = Non
     ((20001,), True)
     """
     num_points = jax.tree_util.tree_leaves(points)[0].shape[0]
-    if num_points <= 1:
+    if num_points <= max(1, MIN_POINTS_TO_BATCH if min_points is None else min_points):
         return jax.vmap(fn)(points)
     one = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype), points)
     per_point = _largest_per_point(jax.make_jaxpr(fn)(one).jaxpr)

@@ -44,11 +44,12 @@ def test_batch_layout_splits_exactly_when_it_can_and_pads_the_rest(num_points, m
 @pytest.mark.parametrize("num_points", [3_000, 3_001])  # an exact split and a padded one
 def test_batched_values_equal_one_vmap(num_points):
     points = jax.random.normal(jax.random.key(1), (num_points, 2))
-    batched = jax.jit(lambda p: map_points(_wide, p, max_values=512 * 1000))
+    batched = jax.jit(lambda p: map_points(_wide, p, max_values=512 * 1000, min_points=0))
     assert _lowered_has_loop(batched, points) and not _lowered_has_loop(jax.vmap(_wide), points)
     np.testing.assert_allclose(batched(points), jax.vmap(_wide)(points), rtol=2e-6)
-    # below the bound it is the vmap itself: the same program
-    assert not _lowered_has_loop(lambda p: map_points(_wide, p), points)
+    # below the bound, or at most MIN_POINTS_TO_BATCH points, it is the vmap itself: the same program
+    assert not _lowered_has_loop(lambda p: map_points(_wide, p, min_points=0), points)
+    assert not _lowered_has_loop(lambda p: map_points(_wide, p, max_values=512 * 1000), points)
 
 
 def test_pytrees_keys_and_outer_tracers():
@@ -60,7 +61,8 @@ def test_pytrees_keys_and_outer_tracers():
         noise = jax.random.normal(point["keys"], (2,))
         return {"value": scale * _wide(point["x"]), "moved": point["x"] + noise}
 
-    run = jax.jit(lambda scale, p: map_points(lambda point: one(point, scale), p, max_values=512 * 300))
+    run = jax.jit(lambda scale, p: map_points(lambda point: one(point, scale), p, max_values=512 * 300,
+                                                               min_points=0))
     assert _lowered_has_loop(lambda p: run(2.0, p), points)
     out, expected = run(2.0, points), jax.vmap(lambda point: one(point, 2.0))(points)
     np.testing.assert_allclose(out["value"], expected["value"], rtol=2e-6)
@@ -74,6 +76,7 @@ def test_samplers_sample_their_target_with_every_evaluation_batched(sampler, mon
     """A 2-D Gaussian N(μ, diag(σ²)) through a (512,) intermediate per point, with the bound lowered so that every
     evaluation over the chains (steps, initial values, SMC's tilt, moves and final values) runs in batches."""
     monkeypatch.setattr(_pointwise, "MAX_BATCHED_VALUES", 512 * 100)  # batches of at most 100 of 256 chains
+    monkeypatch.setattr(_pointwise, "MIN_POINTS_TO_BATCH", 0)
     layouts = []
     original = _pointwise._batch_layout
     monkeypatch.setattr(_pointwise, "_batch_layout", lambda *a: layouts.append(a) or original(*a))

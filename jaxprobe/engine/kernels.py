@@ -208,7 +208,7 @@ def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
 
 
 def _value_and_grad(logdensity_fn: FlatLogDensity, positions: Array) -> tuple[Array, Array]:
-    # in batches of chains on a CPU past POINTS_PER_BATCH chains: a vmap over ~40,000 or more fell off XLA's CPU
+    # in batches of chains on a CPU where one vmap would fall off XLA's CPU
     # cliff (a cubic SVM's fixed_label gradient: 0.15 s at 30,000 points, 15.6 s at 65,536; jaxprobe._pointwise)
     return map_points(jax.value_and_grad(logdensity_fn), positions)
 
@@ -457,7 +457,7 @@ class RWMH(ValueKernel):
 
 def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_args: Any) -> Any:
     """Run a single-chain kernel on every chain: ``jax.vmap(one_chain)(keys, state, *per_chain_args)`` (on a CPU
-    past :data:`jaxprobe._pointwise.POINTS_PER_BATCH` chains, in batches of chains: the same per-chain results).
+    where one vmap would fall off XLA's CPU cliff, in batches of chains: jaxprobe._pointwise).
 
     ``keys`` are ``jax.random.split(rng_key, C)`` (one per chain); ``state`` is a kernel state with a
     leading chain axis (``state.position`` ``(C, D)``); every ``per_chain_args`` leaf has a leading
@@ -474,7 +474,7 @@ def vmap_chains(one_chain: Callable, rng_key: PRNGKey, state: Any, *per_chain_ar
     ((4, 2), True)
     """
     keys = jax.random.split(rng_key, state.position.shape[0])
-    # one vmap, or on a CPU past POINTS_PER_BATCH chains batches of chains (jaxprobe._pointwise: XLA's CPU cliff)
+    # one vmap, or on a CPU batches of chains where one vmap would fall off XLA's CPU cliff (jaxprobe._pointwise)
     return map_points(lambda chain_args: one_chain(*chain_args), (keys, state, *per_chain_args))
 
 
