@@ -207,6 +207,19 @@ def _check_model(model: Any, name: str) -> None:
         raise TypeError(f"{name} must be callable (one input x of shape (d,) -> outputs), got {type(model).__name__}")
 
 
+def _check_output_kind(model: Any, name: str, from_logits: bool) -> None:
+    """A model that says what it returns (an imported model's ``output``) agrees with ``from_logits``: read as
+    probabilities, a decision function gives a loss without meaning (an SVC's margin of −26 is a "probability"
+    whose cross-entropy is negative), and nothing downstream would show it."""
+    output = getattr(model, "output", None)
+    if output == "decision_function" and not from_logits:
+        raise ValueError(f"{name} returns a decision function ({model!r}), not probabilities: pass from_logits=True "
+                         "(probabilities σ or softmax of it), or import a classifier that has predict_proba (such as "
+                         "SVC(probability=True))")
+    if output == "probabilities" and from_logits:
+        raise ValueError(f"{name} returns probabilities ({model!r}), not logits: leave from_logits=False")
+
+
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
@@ -268,6 +281,9 @@ def model_contrast(model: Callable, other: Callable, *, loss: str = "cross_entro
     _check_model(model, "model")
     _check_model(other, "other")
     _check_choice("loss", loss, _CONTRAST_LOSSES)
+    if loss != "similarity":
+        _check_output_kind(model, "model", from_logits)
+        _check_output_kind(other, "other", from_logits)
 
     if loss == "similarity":
         def head(output, other_output):
@@ -410,6 +426,8 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     """
     _check_model(model, "model")
     _check_choice("loss", loss, CLASSIFICATION_LOSSES)
+    if param_dist is None:
+        _check_output_kind(model, "model", from_logits)
     traced = _is_traced(target)
     if traced:
         # A traced target (e.g. a sweep's grid axis): shape and dtype are known, values are checked when G is

@@ -92,6 +92,31 @@ def test_fixed_label_losses():
         probes.fixed_label(logistic, np.array([0.5, 0.6]))
 
 
+def test_an_imported_models_output_kind_must_match_from_logits():
+    """An SVC without predict_proba is imported with its decision function: read as probabilities (the default
+    from_logits=False) its margins gave a negative "cross-entropy" and no error. Refused by name, both ways;
+    from_logits=True reads it as the logit (Fig. 2), and the similarity loss reads raw outputs."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
+    from jaxprobe.models import from_sklearn
+
+    x = np.random.default_rng(0).standard_normal((40, 2))
+    y = (x[:, 0] > 0).astype(int)
+    svm, logistic_model = from_sklearn(SVC().fit(x, y)), from_sklearn(LogisticRegression().fit(x, y))
+    assert svm.output == "decision_function" and logistic_model.output == "probabilities"
+    with pytest.raises(ValueError, match=r"^model returns a decision function .*from_logits=True"):
+        probes.fixed_label(svm, 1)
+    with pytest.raises(ValueError, match=r"^other returns a decision function"):
+        probes.model_contrast(logistic_model, svm)
+    with pytest.raises(ValueError, match=r"^model returns probabilities .*not logits"):
+        probes.fixed_label(logistic_model, 1, from_logits=True)
+    point = jnp.array([1.0, 0.0])
+    margin = float(svm(point))
+    assert float(probes.fixed_label(svm, 1, from_logits=True)(point)) == pytest.approx(
+        float(jax.nn.softplus(-margin)), rel=1e-5)                  # −log σ(margin)
+    assert float(probes.model_contrast(svm, svm, loss="similarity")(point)) == pytest.approx(1.0)
+
 def test_localize_value_and_validation():
     anchor, weights = np.array([1.0, 0.0, -1.0]), np.array([1.0, 0.0, 2.0])
     value = probes.localize(anchor, weights, r=2)(X)
