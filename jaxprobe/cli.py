@@ -202,8 +202,8 @@ def _sweep(arguments: argparse.Namespace) -> int:
     _say(arguments, f"{len(result.rows)} cells ({len(failed)} failed), {result.num_compilations} compiled "
                     f"program(s) ({result.compile_seconds:.1f} s compiling), {result.seconds:.1f} s in all")
     _say(arguments, f"Table: {out}/results.csv; samples: {out}/cells/")
-    for row in failed[:5]:
-        _say(arguments, f"  failed {row['cell']}: {row['error']}")
+    for row in failed[:5]:  # said even with --quiet: the exit status alone would not say why
+        print(f"  failed {row['cell']}: {row['error']}", file=sys.stderr)
     if unconverged:  # said even with --quiet: these answers cannot be trusted
         print(f"{len(unconverged)} of {len(result.rows)} cells did not converge (status 'unconverged' in "
               f"results.csv; the 'problems' column says why), e.g. {unconverged[0]['cell']}: "

@@ -732,6 +732,16 @@ def _check_samplers(sections: dict[str, dict[str, Any]], values: Callable[[str],
                 make_kernel(name, sections["sampler"]["options"])
         except (TypeError, ValueError) as error:
             raise fail("sampler", "options", str(error)) from None
+    from jaxprobe.engine.api import check_settings
+
+    for name in values("sampler.name"):  # num_warmup = 0 with nothing to adapt the step size: every cell would fail
+        for num_warmup in values("sampler.num_warmup"):
+            for step_size in values("sampler.step_size"):
+                try:
+                    check_settings(num_samples=1, num_warmup=num_warmup, step_size=step_size,
+                                   needs_step_size=whole_run_sampler(name) is None)
+                except (TypeError, ValueError) as error:
+                    raise fail("sampler", "num_warmup", f"{error} (sampler {name!r}: set [sampler] step_size)") from None
     for kind in values("model.kind"):
         if kind in TREE_KINDS and any(whole_run_sampler(s) is None and make_kernel(s).uses_gradient
                                       for s in values("sampler.name")):

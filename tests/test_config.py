@@ -74,6 +74,9 @@ def test_defaults_are_filled_in():
         (lambda t: t.replace('kind = "logistic_regression"', 'path = "model.pkl"\noutput = "sigmoid"'),
          r"\.npz or \.msgpack \(pickle files are never loaded\)"),
         (lambda t: t.replace("[data]", "[data\n"), r"not valid TOML"),
+        # no warmup and no step size: every run (cell) would fail after the models are fitted; said before
+        (lambda t: t.replace("num_chains = 8", "num_chains = 8\nnum_warmup = 0"),
+         r"\[sampler\] num_warmup: num_warmup=0 needs an explicit step_size .*set \[sampler\] step_size"),
     ],
 )
 def test_mistakes_are_named_with_key_expected_form_and_line(edit, match):
