@@ -306,12 +306,18 @@ kind = "standard_normal"
 name = "mala"
 num_chains = 8
 num_samples = 12
-num_warmup = 12
+{warmup}
 temperature = 0.1
 
 [sweep.grid]
 "{axis}" = {values}
 """
+
+#: No warmup and a fixed step size: each cell compiles no adaptation programs (half of a cell's compiling; these
+#: sweeps test which question a cell asks, not warmup). The axes that act through warmup get one.
+_NO_WARMUP = "num_warmup = 0\nstep_size = 0.02"
+_WARMUP = "num_warmup = 12"
+_ACT_THROUGH_WARMUP = ("sampler.num_warmup", "sampler.step_size_mode")
 
 #: Every key a config accepts as a grid axis, with two values and the probe type / model kind that reads it, but the
 #: batched axes of a fixed_label question (_BATCHED_AXES, swept together below); not here: saved-network keys (path,
@@ -364,14 +370,19 @@ def test_every_grid_axis_changes_what_is_computed(tmp_path, axis, values, probe_
     their draws differ (an axis that is not applied gives two identical cells under different labels, as model
     kinds did). Axes that no cell reads are refused (tests/test_config.py), and so is [precision] in a sweep."""
     path = tmp_path / f"{axis}.toml"
-    path.write_text(_ONE_AXIS_BASE.format(axis=axis, values=values, probe_type=probe_type, model_kind=model_kind))
+    warmup = _WARMUP if axis in _ACT_THROUGH_WARMUP else _NO_WARMUP
+    path.write_text(_ONE_AXIS_BASE.format(axis=axis, values=values, probe_type=probe_type, model_kind=model_kind,
+                                          warmup=warmup))
     out = tmp_path / axis
     assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == EXIT_OK, axis
     rows = read_table(out / "results.csv")
     assert len(rows) == 2 and all(row["status"] in ("ok", "unconverged") for row in rows), (axis, rows)
     column = ENGINE_KEYS.get(axis, axis)
     assert rows[0][column] != rows[1][column], axis
-    first, second = (jaxprobe.Samples.load(out / row["samples"]).positions for row in rows)
+    # a cell's draws and their log densities: chains that reject every step keep their starts, but not their log
+    # densities, when the target changes
+    first, second = ((lambda samples: np.concatenate([samples.positions, samples.logdensity[..., None]], -1))(
+        jaxprobe.Samples.load(out / row["samples"])) for row in rows)
     assert first.shape != second.shape or not np.array_equal(first, second), f"{axis}: identical cells"
 
 
@@ -392,7 +403,7 @@ def test_every_batched_grid_axis_changes_what_is_computed(tmp_path, capsys):
     grid = "".join(f'"{axis}" = {json.dumps(values)}\n' for axis, values in _BATCHED_AXES.items())
     path = tmp_path / "batched.toml"
     path.write_text(_ONE_AXIS_BASE.format(axis="sampler.temperature", values="[0.1, 1.0]", probe_type="fixed_label",
-                                          model_kind="logistic_regression").split("[sweep.grid]")[0]
+                                          model_kind="logistic_regression", warmup=_WARMUP).split("[sweep.grid]")[0]
                     + "[sweep.grid]\n" + grid)
     out = tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == EXIT_OK
