@@ -1,4 +1,5 @@
-"""Chains sharded over several devices: same samples as on one device.
+"""Chains sharded over several devices: same samples as on one device (``numerics="reproducible"``, the CPU's
+default), and ``numerics="fast"`` deterministic there.
 
 Runs in a subprocess with XLA_FLAGS=--xla_force_host_platform_device_count=4, which must be
 set before JAX initializes its backend.
@@ -45,6 +46,7 @@ SCRIPT = textwrap.dedent(
         for name, devices in (("one", jax.devices()[:1]), ("four", jax.devices())):
             runs[name] = jaxprobe.sample(3, logdensity, init, sampler=sampler, num_samples=30, num_warmup=60,
                                          step_size_mode=mode, progress=False, devices=devices)
+        assert runs["one"].numerics == runs["four"].numerics == "reproducible"  # the default on a CPU
         np.testing.assert_array_equal(runs["one"].positions, runs["four"].positions, err_msg=f"{sampler} {mode}")
         np.testing.assert_array_equal(runs["one"].step_size, runs["four"].step_size)
 
@@ -67,6 +69,16 @@ SCRIPT = textwrap.dedent(
     # The adaptation moved the parameters (not the initial 0.1 step, not one leapfrog step).
     assert chees[0].step_size[0] != np.float32(0.1)
     assert np.all(chees[0].num_gradient_evaluations > 20)
+
+    # numerics="fast" on four devices (plain jax.random and sums, not batch-invariant): deterministic for a fixed
+    # key, finite; the same bits as one device are promised only by "reproducible" (above).
+    for sampler, warmup in (("mala", 60), ("rwmh", 60), ("chees", 100)):
+        fast = [jaxprobe.sample(3, logdensity, init, sampler=sampler, num_samples=30, num_warmup=warmup,
+                                progress=False, devices=jax.devices(), numerics="fast", convergence="ignore")
+                for _ in range(2)]
+        assert fast[0].numerics == "fast"
+        np.testing.assert_array_equal(fast[0].positions, fast[1].positions, err_msg=f"{sampler} fast")
+        assert np.all(np.isfinite(fast[0].positions))
 
     # The chains really live on four devices: the compiled chunk keeps the chain axis sharded.
     sharding = api.chain_sharding(64)
