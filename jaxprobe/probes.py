@@ -416,6 +416,8 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     ``Σ (y(x) − y′)²``). With ``param_dist`` given, ``model`` is ``apply_fn(params, x)``
     and the loss is averaged over the parameter draws (the q(θ) form of Eq. 7).
     Counterfactuals: add ``localize(anchor)`` and ask for the other label.
+    ``from_logits=True``: the outputs are logits (σ or softmax gives the probabilities); an imported model that
+    declares a decision function (``from_sklearn(SVC())``) needs it, and one that declares probabilities refuses it.
 
     Examples
     --------
@@ -426,8 +428,6 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
     """
     _check_model(model, "model")
     _check_choice("loss", loss, CLASSIFICATION_LOSSES)
-    if param_dist is None:
-        _check_output_kind(model, "model", from_logits)
     traced = _is_traced(target)
     if traced:
         # A traced target (e.g. a sweep's grid axis): shape and dtype are known, values are checked when G is
@@ -445,6 +445,8 @@ def fixed_label(model: Callable, target: Any, *, loss: str = "cross_entropy", pa
             if target_array.ndim != 1 or np.any(target_array < 0) or not np.isclose(target_array.sum(), 1.0):
                 raise ValueError("with loss='cross_entropy', target must be a class index or a probability vector "
                                  f"summing to 1, got {target!r}")
+    if param_dist is None and (loss == "cross_entropy" or is_class_index):  # the loss reads class probabilities
+        _check_output_kind(model, "model", from_logits)
 
     def one_model_loss(output):
         if loss == "squared" and not is_class_index and target_array.ndim <= jnp.ndim(output) \

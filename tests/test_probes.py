@@ -95,7 +95,8 @@ def test_fixed_label_losses():
 def test_an_imported_models_output_kind_must_match_from_logits():
     """An SVC without predict_proba is imported with its decision function: read as probabilities (the default
     from_logits=False) its margins gave a negative "cross-entropy" and no error. Refused by name, both ways;
-    from_logits=True reads it as the logit (Fig. 2), and the similarity loss reads raw outputs."""
+    from_logits=True reads it as the logit (Fig. 2); the similarity loss and a squared loss against a value read
+    raw outputs."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import SVC
 
@@ -116,6 +117,8 @@ def test_an_imported_models_output_kind_must_match_from_logits():
     assert float(probes.fixed_label(svm, 1, from_logits=True)(point)) == pytest.approx(
         float(jax.nn.softplus(-margin)), rel=1e-5)                  # −log σ(margin)
     assert float(probes.model_contrast(svm, svm, loss="similarity")(point)) == pytest.approx(1.0)
+    # a squared loss against a value reads the output itself (a margin of 1), not probabilities
+    assert float(probes.fixed_label(svm, 1.0, loss="squared")(point)) == pytest.approx((margin - 1.0) ** 2, rel=1e-5)
 
 def test_localize_value_and_validation():
     anchor, weights = np.array([1.0, 0.0, -1.0]), np.array([1.0, 0.0, 2.0])
