@@ -70,9 +70,10 @@ import numpy as np
 
 import jaxprobe
 from jaxprobe._io import atomic_write
+from jaxprobe.bench import results_dir
 from jaxprobe.benchmark.compare import limit_step, run_program  # the one limit and harness every script times
 from jaxprobe.benchmark.samplers import NumPyroNUTS
-from jaxprobe.benchmark.report import library_versions
+from jaxprobe.benchmark.report import environment, library_versions
 from jaxprobe.benchmark.report import machine as report_machine
 from jaxprobe.benchmark.targets import mlp_probe  # the benchmarks' one target model (a fixed random MLP)
 from jaxprobe.engine import core, kernels
@@ -1091,15 +1092,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     # `jaxprobe bench` points JAXPROBE_BENCH_RESULTS at a scratch folder unless --record is given.
-    parser.add_argument("--out", default=(os.environ.get("JAXPROBE_BENCH_RESULTS")
-                                          or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")),
-                        help="output folder (default: benchmarks/results)")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default: jaxprobe.bench.results_dir(), the checkout's benchmarks/results)")
     parser.add_argument("--limit-only", action="store_true",
                         help="section 1 only (jaxprobe MALA, the limit and the diagnostic rows; no peers, no ESS), "
                              "written to throughput.limit.json/.md")
     parser.add_argument("--chains", default=None, help="comma-separated chain counts (default: the config's)")
     parser.add_argument("--repetitions", type=int, default=None, help="interleaved repetitions (default: the config's)")
     args = parser.parse_args(argv)
+    args.out = args.out or results_dir()  # was this file's folder + results: jaxprobe/bench/results, nowhere read
     config = QUICK if args.quick else FULL
     if args.chains:
         config = dataclasses.replace(config, chain_counts=tuple(int(c) for c in args.chains.split(",")))
@@ -1113,6 +1114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "quick": args.quick,
+        "commit": environment({})["commit"],  # the engine measured
         "machine": machine(),
         "versions": versions(),
         "config": dataclasses.asdict(config) | {"dim": DIM, "hidden": HIDDEN, "temperature": TEMPERATURE,
