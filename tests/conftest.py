@@ -1,8 +1,22 @@
 """Strict JAX settings for the test suite and shared helpers."""
 
 import os
+import pathlib
 
-import jax
+#: XLA's compiled programs are kept on disk (JAX's persistent compilation cache) and shared by every process of the
+#: run: the xdist workers, and the CLI, example and notebook subprocesses that compile what a test in another process
+#: compiled already (a test spends ~80% of its time compiling). Set here, before JAX is configured, and in the
+#: environment so that subprocesses inherit it; a cache dir the caller set wins. Every program counts as compiled
+#: for CompileCounter below whether XLA built it or the cache handed it over (a test that counts compiles asserts
+#: what it did with the cache cold or warm).
+TEST_COMPILATION_CACHE = pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation-cache"
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(TEST_COMPILATION_CACHE))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")   # test programs compile in < 1 s each
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+# A size bound turns on JAX's file lock (filelock), so that no process reads an entry another is still writing.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 1024**3))
+
+import jax  # noqa: E402  (after the cache settings above)
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -81,7 +95,11 @@ def mc_check_second_moment(draws: np.ndarray, true_mean: np.ndarray, true_cov: n
 
 
 class CompileCounter:
-    """Counts XLA backend compilations while active (jax.monitoring events)."""
+    """Counts the programs compiled while active (jax.monitoring events).
+
+    JAX times its whole compile step under this event, a program the persistent compilation cache hands over
+    included (jax._src.interpreters.pxla._cached_compilation), so a count means the same with the cache on or off.
+    """
 
     EVENT = "/jax/core/compile/backend_compile_duration"
 
