@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import shutil
 
 #: XLA's compiled programs are kept on disk (JAX's persistent compilation cache) and shared by every process of the
 #: run: the xdist workers, and the CLI, example and notebook subprocesses that compile what a test in another process
@@ -13,8 +14,11 @@ TEST_COMPILATION_CACHE = pathlib.Path(__file__).resolve().parents[1] / ".pytest_
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(TEST_COMPILATION_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")   # test programs compile in < 1 s each
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-# A size bound turns on JAX's file lock (filelock), so that no process reads an entry another is still writing.
-os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 1024**3))
+# No size bound: with one, JAX stats every entry on each write (tens of seconds a minute at 4,000 entries, under a
+# lock the other workers wait on); pytest_sessionstart below empties the cache once it outgrows CACHE_LIMIT_BYTES.
+# Unlocked, a process that reads an entry another is still writing gets JAX's "Error reading persistent compilation
+# cache entry" warning and compiles the program itself: the same program, only slower.
+CACHE_LIMIT_BYTES = 1024**3
 
 import jax  # noqa: E402  (after the cache settings above)
 import jax.numpy as jnp
@@ -31,6 +35,17 @@ import jaxprobe
 #: Test files that take minutes each: collected first. xdist hands tests out in collection order, so a pass that
 #: ends with them leaves one worker running a notebook alone while the other waits.
 LONGEST_FIRST = ("tests/test_notebooks.py", "tests/benchmark/")
+
+
+def pytest_sessionstart(session):
+    """Empties the compilation cache when it has outgrown CACHE_LIMIT_BYTES (the controller only, before any
+    worker starts): a developer's cache grows with every version of the code compiled."""
+    if hasattr(session.config, "workerinput") or not TEST_COMPILATION_CACHE.is_dir():
+        return
+    if os.environ["JAX_COMPILATION_CACHE_DIR"] != str(TEST_COMPILATION_CACHE):
+        return                                                  # the caller's own cache: theirs to manage
+    if sum(entry.stat().st_size for entry in TEST_COMPILATION_CACHE.iterdir()) > CACHE_LIMIT_BYTES:
+        shutil.rmtree(TEST_COMPILATION_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
