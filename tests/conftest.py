@@ -21,6 +21,12 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 CACHE_LIMIT_BYTES = 1024**3
 
 import jax  # noqa: E402  (after the cache settings above)
+
+# JAX reads those variables when it is first imported; a pytest plugin may have imported it before this file.
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
 import jax.numpy as jnp
 import numpy as np
 import pytest
