@@ -4,12 +4,18 @@ import os
 import pathlib
 import shutil
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from blackjax import diagnostics
+
 #: XLA's compiled programs are kept on disk (JAX's persistent compilation cache) and shared by every process of the
 #: run: the xdist workers, and the CLI, example and notebook subprocesses that compile what a test in another process
-#: compiled already (a test spends ~80% of its time compiling). Set here, before JAX is configured, and in the
-#: environment so that subprocesses inherit it; a cache dir the caller set wins. Every program counts as compiled
-#: for CompileCounter below whether XLA built it or the cache handed it over (a test that counts compiles asserts
-#: what it did with the cache cold or warm).
+#: compiled already (a test spends ~80% of its time compiling). Set in the environment, which subprocesses inherit,
+#: and in jax.config for this process (JAX read the environment when a plugin or the imports above imported it);
+#: a cache dir the caller set wins. Every program counts as compiled for CompileCounter below whether XLA
+#: built it or the cache handed it over (a test that counts compiles asserts what it did with the cache cold or warm).
 TEST_COMPILATION_CACHE = pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation-cache"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(TEST_COMPILATION_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")   # test programs compile in < 1 s each
@@ -19,20 +25,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # Unlocked, a process that reads an entry another is still writing gets JAX's "Error reading persistent compilation
 # cache entry" warning and compiles the program itself: the same program, only slower.
 CACHE_LIMIT_BYTES = 1024**3
-
-import jax  # noqa: E402  (after the cache settings above)
-
-# JAX reads those variables when it is first imported; a pytest plugin may have imported it before this file.
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
                   float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
-jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
-import jax.numpy as jnp
-import numpy as np
-import pytest
-from blackjax import diagnostics
+jax.config.update("jax_persistent_cache_min_entry_size_bytes",
+                  int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
 
-import jaxprobe
+import jaxprobe  # noqa: E402  (after the cache settings: nothing it might compile on import runs without them)
 
 # Note: jax_numpy_rank_promotion="raise" (as equinox's suite sets) is not used: BlackJAX's
 # ChEES adaptation relies on implicit rank promotion internally.
