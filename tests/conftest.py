@@ -14,8 +14,9 @@ from blackjax import diagnostics
 #: run: the xdist workers, and the CLI, example and notebook subprocesses that compile what a test in another process
 #: compiled already (a test spends ~80% of its time compiling). Set in the environment, which subprocesses inherit,
 #: and in jax.config for this process (JAX read the environment when a plugin or the imports above imported it);
-#: a cache dir the caller set wins. Every program counts as compiled for CompileCounter below whether XLA
-#: built it or the cache handed it over (a test that counts compiles asserts what it did with the cache cold or warm).
+#: a cache dir the caller set wins. Every program counts as compiled for the compile_counter fixture
+#: (jaxprobe._compiles) whether XLA built it or the cache handed it over (a test that counts compiles asserts what it
+#: did with the cache cold or warm).
 TEST_COMPILATION_CACHE = pathlib.Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax-compilation-cache"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(TEST_COMPILATION_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")   # test programs compile in < 1 s each
@@ -32,6 +33,7 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes",
                   int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
 
 import jaxprobe  # noqa: E402  (after the cache settings: nothing it might compile on import runs without them)
+from jaxprobe._compiles import Compiles  # noqa: E402
 
 # Note: jax_numpy_rank_promotion="raise" (as equinox's suite sets) is not used: BlackJAX's
 # ChEES adaptation relies on implicit rank promotion internally.
@@ -114,39 +116,10 @@ def mc_check_second_moment(draws: np.ndarray, true_mean: np.ndarray, true_cov: n
     return mc_check_mean(products, truth, num_se, min_ess)
 
 
-class CompileCounter:
-    """Counts the programs compiled while active (jax.monitoring events).
-
-    JAX times its whole compile step under this event, a program the persistent compilation cache hands over
-    included (jax._src.interpreters.pxla._cached_compilation), so a count means the same with the cache on or off.
-    """
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self):
-        self.count = 0
-        self.active = False
-        jax.monitoring.register_event_duration_secs_listener(self._listener)
-
-    def _listener(self, event, duration, **kwargs):
-        if self.active and event == self.EVENT:
-            self.count += 1
-
-    def __enter__(self):
-        self.count = 0
-        self.active = True
-        return self
-
-    def __exit__(self, *exc):
-        self.active = False
-
-
-_COUNTER = CompileCounter()
-
-
 @pytest.fixture
 def compile_counter():
-    return _COUNTER
+    """Counts the programs compiled inside ``with compile_counter:`` (``.count``; jaxprobe._compiles)."""
+    return Compiles()
 
 
 def std_normal(x):

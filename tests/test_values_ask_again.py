@@ -17,35 +17,18 @@ from sklearn.linear_model import LogisticRegression
 
 import jaxprobe
 from jaxprobe import probes
+from jaxprobe._compiles import Compiles
 from jaxprobe._values import ByValue, Keyed, value_key
 from jaxprobe.constraints import Box, ConstraintList, Fixed, Integer, OneHot, restriction
 from jaxprobe.models import from_sklearn
 from jaxprobe.priors import DiagonalGaussian, Gaussian, NoPrior, StandardNormal, UniformBox
 from jaxprobe.question import Question
 
-_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-
-
-class _Compiles:
-    """Counts XLA backend compiles while active (a ``jax.monitoring`` duration listener)."""
-
-    def __enter__(self):
-        self.count = 0
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-        return self
-
-    def _listen(self, event, duration, **_metadata):
-        if event == _BACKEND_COMPILE:
-            self.count += 1
-
-    def __exit__(self, *exception):
-        jax.monitoring.unregister_event_duration_listener(self._listen)
-
 
 def _compiles_per_call(ask, calls=3):
     counts = []
     for _ in range(calls):
-        with _Compiles() as compiles:
+        with Compiles() as compiles:
             ask()
         counts.append(compiles.count)
     return counts
@@ -82,10 +65,10 @@ def test_readme_question_with_an_sklearn_model_written_inline_compiles_once():
                          ids=["prior mean", "box bound", "localize anchor"])
 def test_a_changed_value_is_another_question_and_compiles(change):
     _readme_question(options=_QUICK)  # the unchanged question, asked (and compiled) before
-    with _Compiles() as compiles:
+    with Compiles() as compiles:
         changed = _readme_question(**change, options=_QUICK)
     assert compiles.count > 0
-    with _Compiles() as compiles:
+    with Compiles() as compiles:
         again = _readme_question(**change, options=_QUICK)
     assert compiles.count == 0
     np.testing.assert_array_equal(changed.positions, again.positions)

@@ -76,6 +76,7 @@ import numpy as np
 
 from jaxprobe.bench import results_dir
 import jaxprobe
+from jaxprobe._compiles import STAGES  # JAX's compile events, named by stage
 from jaxprobe._io import atomic_write
 from jaxprobe.engine.api import compiled_program_count
 from jaxprobe.engine.registry import known_kernels
@@ -97,9 +98,6 @@ SMC_OPTIONS = {"num_mcmc_steps": 10, "target_ess": 0.5}
 NUMPYRO_SAMPLERS = ("nuts", "hmc")
 HMC_STEPS = 10
 CHEES_LEARNING_RATE = 0.025
-EVENTS = {"/jax/core/compile/backend_compile_duration": "compile",
-          "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering",
-          "/jax/core/compile/jaxpr_trace_duration": "tracing"}
 
 
 # ------------------------------------------------------------------ targets (module-level: hashable, reusable)
@@ -152,7 +150,7 @@ class _Recorder:
         jax.monitoring.register_event_time_span_listener(self._span)
 
     def _span(self, event, start, end, **kwargs):
-        kind = EVENTS.get(event)
+        kind = STAGES.get(event)
         if kind is not None:
             self.events.append((kind, str(kwargs.get("fun_name", "?")), start, end))
 

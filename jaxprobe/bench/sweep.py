@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._compiles import Compiles
 from jaxprobe.bench import results_dir
 import jaxprobe
 from jaxprobe._io import atomic_write
@@ -36,28 +37,6 @@ from jaxprobe.demo import mlp_probability, train_mlp
 
 # `jaxprobe bench` points this at a scratch folder unless --record is given.
 RESULTS = results_dir()
-
-
-class CompileClock:
-    """Sums XLA backend compile durations while active."""
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self):
-        self.seconds, self.count, self.active = 0.0, 0, False
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-
-    def _listen(self, event, duration, **kwargs):
-        if self.active and event == self.EVENT:
-            self.seconds += duration
-            self.count += 1
-
-    def __enter__(self):
-        self.seconds, self.count, self.active = 0.0, 0, True
-        return self
-
-    def __exit__(self, *exc):
-        self.active = False
 
 
 def _cpu_name() -> str:
@@ -92,22 +71,21 @@ def main(argv=None) -> dict:
     options = dict(num_chains=arguments.chains, num_samples=arguments.samples, num_warmup=arguments.warmup,
                    prior=prior, sampler="mala", progress=False)
     key = jax.random.key(1)
-    clock = CompileClock()
 
-    with clock:
+    with Compiles() as clock:
         tick = time.perf_counter()
         swept = jaxprobe.sweep(key, risky, {"temperature": temperatures}, keep_samples=True, **options)
         batched_seconds = time.perf_counter() - tick
-    batched_compile, batched_compiles = clock.seconds, clock.count
+    batched_compile, batched_compiles = clock.compile_seconds, clock.count
     assert all(row["status"] == "ok" for row in swept.rows)
 
     separate = []
-    with clock:
+    with Compiles() as clock:
         tick = time.perf_counter()
         for tau in temperatures:
             separate.append(jaxprobe.generate(jax.random.fold_in(key, 0), risky, temperature=tau, **options))
         separate_seconds = time.perf_counter() - tick
-    separate_compile, separate_compiles = clock.seconds, clock.count
+    separate_compile, separate_compiles = clock.compile_seconds, clock.count
 
     # The same question answered: mean probe value per temperature, (a) vs (b).
     predict = jax.jit(jax.vmap(jax.vmap(lambda z: (mlp_probability(params, z) - 0.5) ** 2)))

@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxprobe
+from jaxprobe._compiles import Compiles
 from jaxprobe._io import atomic_write
 from jaxprobe.bench import results_dir
 from jaxprobe.benchmark.compare import limit_step, run_program  # the one limit and harness every script times
@@ -139,25 +140,6 @@ def initial_positions(num_chains: int, seed: int = 1) -> jax.Array:
 
 
 # ------------------------------------------------------------------ timing helpers
-
-
-class CompileCounter:
-    """Counts XLA backend compilations (a JAX monitoring event) to show what recompiled."""
-
-    EVENT = "/jax/core/compile/backend_compile_duration"
-
-    def __init__(self):
-        self.count = 0
-        self.seconds = 0.0
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-
-    def _listen(self, event: str, duration: float, **_: Any) -> None:
-        if event == self.EVENT:
-            self.count += 1
-            self.seconds += duration
-
-    def snapshot(self) -> tuple[int, float]:
-        return self.count, self.seconds
 
 
 @dataclasses.dataclass
@@ -469,7 +451,7 @@ def build_numpyro_kernel(logdensity, x0, leapfrog_step):
     return build, lambda state: jnp.mean(state.mean_accept_prob)
 
 
-def run_numpyro_mcmc(logdensity, x0, leapfrog_step, steps, counter):
+def run_numpyro_mcmc(logdensity, x0, leapfrog_step, steps):
     """``numpyro.infer.MCMC(..., chain_method="vectorized").run`` wall time, first and second call.
 
     MCMC.run builds and compiles its program on every call, so the second call's
@@ -482,15 +464,14 @@ def run_numpyro_mcmc(logdensity, x0, leapfrog_step, steps, counter):
                 num_chains=num_chains, chain_method="vectorized", progress_bar=False)
     walls, compiles = [], []
     for call in range(2):
-        before = counter.snapshot()
-        start = time.perf_counter()
-        # With one chain NumPyro expects unbatched initial parameters.
-        mcmc.run(jax.random.PRNGKey(4 + call), init_params=x0 if num_chains > 1 else x0[0],
-                 extra_fields=("accept_prob",))
-        jax.block_until_ready(mcmc.get_samples())
-        walls.append(time.perf_counter() - start)
-        after = counter.snapshot()
-        compiles.append((after[0] - before[0], after[1] - before[1]))
+        with Compiles() as compiling:
+            start = time.perf_counter()
+            # With one chain NumPyro expects unbatched initial parameters.
+            mcmc.run(jax.random.PRNGKey(4 + call), init_params=x0 if num_chains > 1 else x0[0],
+                     extra_fields=("accept_prob",))
+            jax.block_until_ready(mcmc.get_samples())
+            walls.append(time.perf_counter() - start)
+        compiles.append((compiling.count, compiling.compile_seconds))
     return {
         "name": "numpyro MCMC.run (vectorized)",
         "num_chains": num_chains,
@@ -717,7 +698,7 @@ def _peer_rows(peer_candidates: list[Candidate], num_chains: int, reference: Can
 
 
 def throughput_section(config: Config, weights: dict[str, np.ndarray], logdensity: Callable,
-                       counter: CompileCounter, peers_wanted: bool = True) -> dict[str, Any]:
+                       peers_wanted: bool = True) -> dict[str, Any]:
     """Sections 1 and 2 for every chain count of ``config``: build and calibrate the candidates, time them
     (own rows, then the peers), and assemble the rows; NumPyro's MCMC.run beside them where installed.
     ``peers_wanted=False`` (--limit-only) leaves section 2 out."""
@@ -745,7 +726,7 @@ def throughput_section(config: Config, weights: dict[str, np.ndarray], logdensit
             f"{row['fast_thin1']['ratio_to_limit']:.3f}")
         if have["numpyro"] and peers_wanted:
             log(f"throughput C={num_chains}: numpyro MCMC.run")
-            mcmc_rows.append(run_numpyro_mcmc(logdensity, x0, leapfrog_step, numpyro_steps, counter))
+            mcmc_rows.append(run_numpyro_mcmc(logdensity, x0, leapfrog_step, numpyro_steps))
             mcmc_rows[-1]["time_ratio_to_jaxprobe_thin1"] = (
                 num_chains / mcmc_rows[-1]["chain_steps_per_s"] / reference.seconds_per_step)
     return {"rows": rows, "peers": peers, "numpyro_mcmc": mcmc_rows,
@@ -765,17 +746,17 @@ def ess_of(positions: np.ndarray, probe) -> tuple[float, float]:
     return float(ess[0]), float(ess[1])
 
 
-def ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+def ess_jaxprobe(sampler, num_chains, config, logdensity, probe) -> dict[str, Any]:
     """Two identical ``jaxprobe.sample`` calls (new key); the second is timed (programs cached)."""
     x0 = initial_positions(num_chains)
     walls, samples = [], None
     for call in range(2):
-        before = counter.snapshot()
-        start = time.perf_counter()
-        samples = jaxprobe.sample(10 + call, logdensity, x0, sampler=sampler, num_samples=config.ess_samples,
-                                  num_warmup=config.ess_warmup, progress=False)
-        walls.append(time.perf_counter() - start)
-        compilations = counter.snapshot()[0] - before[0]
+        with Compiles() as compiling:
+            start = time.perf_counter()
+            samples = jaxprobe.sample(10 + call, logdensity, x0, sampler=sampler, num_samples=config.ess_samples,
+                                      num_warmup=config.ess_warmup, progress=False)
+            walls.append(time.perf_counter() - start)
+        compilations = compiling.count
     ess_x0, ess_f = ess_of(samples.positions, probe)
     return {"name": f"jaxprobe {sampler}", "num_chains": num_chains, "first_call_s": walls[0],
             "wall_s": walls[1], "second_call_compilations": compilations,
@@ -784,7 +765,7 @@ def ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter) -> dic
             "step_size": float(np.mean(samples.step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
 
 
-def ess_numpyro_nuts(num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+def ess_numpyro_nuts(num_chains, config, logdensity, probe) -> dict[str, Any]:
     """NumPyro NUTS (chain_method="vectorized"), ``mcmc.run`` twice; the second is timed."""
     from numpyro.infer import MCMC, NUTS
 
@@ -794,12 +775,12 @@ def ess_numpyro_nuts(num_chains, config, logdensity, probe, counter) -> dict[str
                 progress_bar=False)
     walls = []
     for call in range(2):
-        before = counter.snapshot()
-        start = time.perf_counter()
-        mcmc.run(jax.random.PRNGKey(20 + call), init_params=x0, extra_fields=("num_steps", "accept_prob"))
-        positions = np.asarray(mcmc.get_samples(group_by_chain=True))  # (C, N, D)
-        walls.append(time.perf_counter() - start)
-        compilations = counter.snapshot()[0] - before[0]
+        with Compiles() as compiling:
+            start = time.perf_counter()
+            mcmc.run(jax.random.PRNGKey(20 + call), init_params=x0, extra_fields=("num_steps", "accept_prob"))
+            positions = np.asarray(mcmc.get_samples(group_by_chain=True))  # (C, N, D)
+            walls.append(time.perf_counter() - start)
+        compilations = compiling.count
     extra = mcmc.get_extra_fields(group_by_chain=True)
     ess_x0, ess_f = ess_of(positions, probe)
     return {"name": "numpyro nuts (vectorized)", "num_chains": num_chains, "first_call_s": walls[0],
@@ -809,7 +790,7 @@ def ess_numpyro_nuts(num_chains, config, logdensity, probe, counter) -> dict[str
             "step_size": float(np.mean(mcmc.last_state.adapt_state.step_size)), "ess_x0": ess_x0, "ess_f": ess_f}
 
 
-def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe, counter) -> dict[str, Any]:
+def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe) -> dict[str, Any]:
     """NumPyro's NUTS kernel timed by ``jaxprobe.benchmark``'s harness: :class:`~jaxprobe.benchmark.samplers.
     NumPyroNUTS` (NumPyro's own warmup of step size and diagonal mass matrix, per chain, vmapped) run by
     :func:`~jaxprobe.benchmark.compare.run_program`, compiled once and then timed (one seed).
@@ -818,7 +799,6 @@ def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe, counter) -> d
     sampling alone: the fairest NumPyro NUTS timing we can make. ``first_call_s`` is compile + run,
     ``second_call_compilations`` 0 by construction; ``step_size`` None (the harness keeps no sampler state).
     """
-    del counter  # compiled ahead of time: nothing recompiles in the timed call
     x0 = initial_positions(num_chains)
     program = NumPyroNUTS().program(logdensity, DIM, config.ess_warmup)
     out, compile_s, wall_s = run_program(program, jax.random.key(30)[None], x0[None], config.ess_samples,
@@ -831,19 +811,19 @@ def ess_numpyro_nuts_kernel(num_chains, config, logdensity, probe, counter) -> d
             "step_size": None, "ess_x0": ess_x0, "ess_f": ess_f}
 
 
-def ess_section(config: Config, logdensity, probe, counter: CompileCounter) -> dict[str, Any]:
+def ess_section(config: Config, logdensity, probe) -> dict[str, Any]:
     rows = []
     plan = [("chees", config.ess_chains), ("chees", config.ess_chains_large), ("nuts", config.ess_chains),
             ("mala", config.ess_chains)]
     plan = [(sampler, num_chains) for sampler, num_chains in plan if num_chains is not None]
     for sampler, num_chains in plan:
         log(f"ESS: jaxprobe {sampler} x{num_chains}")
-        rows.append(ess_jaxprobe(sampler, num_chains, config, logdensity, probe, counter))
+        rows.append(ess_jaxprobe(sampler, num_chains, config, logdensity, probe))
     if optional("numpyro") is not None:
         log(f"ESS: numpyro nuts x{config.ess_chains}")
-        rows.append(ess_numpyro_nuts(config.ess_chains, config, logdensity, probe, counter))
+        rows.append(ess_numpyro_nuts(config.ess_chains, config, logdensity, probe))
         log(f"ESS: numpyro nuts kernel x{config.ess_chains}")
-        rows.append(ess_numpyro_nuts_kernel(config.ess_chains, config, logdensity, probe, counter))
+        rows.append(ess_numpyro_nuts_kernel(config.ess_chains, config, logdensity, probe))
     for row in rows:
         for what in ("x0", "f"):
             row[f"ess_{what}_per_s"] = row[f"ess_{what}"] / row["wall_s"]
@@ -1107,7 +1087,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.repetitions:
         config = dataclasses.replace(config, repetitions=args.repetitions)
     started = time.perf_counter()
-    counter = CompileCounter()
     weights, probe, logdensity = make_target()
 
     results: dict[str, Any] = {
@@ -1123,7 +1102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load_start = os.getloadavg()[0]
     other_work = OtherWork()
     if args.limit_only:
-        results["throughput"] = throughput_section(config, weights, logdensity, counter, peers_wanted=False)
+        results["throughput"] = throughput_section(config, weights, logdensity, peers_wanted=False)
         results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
         results["other_work_cores"] = other_work.cores()
         results["total_seconds"] = time.perf_counter() - started
@@ -1132,10 +1111,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_atomically(os.path.join(args.out, "throughput.limit.md"), table)
         print(table)
         return results
-    results["throughput"] = throughput_section(config, weights, logdensity, counter)
+    results["throughput"] = throughput_section(config, weights, logdensity)
     results["load_average"] = {"start": load_start, "end": os.getloadavg()[0]}
     results["other_work_cores"] = other_work.cores()  # during section 1 and the peers (the timed ratios)
-    results["ess"] = ess_section(config, logdensity, probe, counter)
+    results["ess"] = ess_section(config, logdensity, probe)
     results["ess"]["chees_targets"] = chees_targets(results["ess"]["rows"], config)
     results["total_seconds"] = time.perf_counter() - started
 

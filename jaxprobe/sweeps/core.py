@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jaxprobe._compiles import Compiles
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import CorruptFileError, CorruptFileWarning, atomic_write, json_checksum_ok, json_with_checksum
 from jaxprobe._pointwise import map_points
@@ -1292,7 +1293,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                    sampler_options=sampler_options, devices=devices, progress=progress, report="relaxed",
                    convergence="ignore", checkpoint=checkpoint, numerics=settings["numerics"], keep_draws=keep_draws,
                    observables={"probe": question.probe.fn, **(observables or {})})
-    with _CompileTimer() as compiling:
+    with Compiles() as compiling:
         if precision is None:
             samples = answer(key, question, **options)
         else:  # pooled runs of num_chains chains (checkpoint is None: _sweep_precision refused one)
@@ -1310,23 +1311,3 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     report = question.restriction.report if question.restriction.is_relaxed else None
     return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,
                          compiling.seconds, group, report)
-
-
-class _CompileTimer:
-    """Seconds JAX spends tracing, lowering and compiling programs while active (its ``jax.monitoring``
-    duration events): a single run compiles inside ``sample``, so its compile time is read from JAX itself."""
-
-    EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-              "/jax/core/compile/backend_compile_duration")
-
-    def __enter__(self) -> "_CompileTimer":
-        self.seconds = 0.0
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-        return self
-
-    def _listen(self, event: str, duration: float, **_metadata) -> None:
-        if event in self.EVENTS:
-            self.seconds += duration
-
-    def __exit__(self, *exception) -> None:
-        jax.monitoring.unregister_event_duration_listener(self._listen)

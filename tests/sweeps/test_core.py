@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jaxprobe
+from jaxprobe._compiles import Compiles
 from jaxprobe.engine.samples import Samples
 from jaxprobe.probes import Probe, localize, prediction_risky
 from jaxprobe.sweeps import read_table
@@ -33,11 +34,9 @@ def weighted_localizer(weight, anchor):
 @pytest.fixture(scope="module")
 def grid_run(tmp_path_factory):
     """A 64-cell grid (4 temperatures × 4 localizer weights × 4 anchor indices), run once."""
-    from tests.conftest import _COUNTER
-
     out = tmp_path_factory.mktemp("sweep64")
     key = jax.random.key(11)
-    with _COUNTER as counter:
+    with Compiles() as counter:
         result = jaxprobe.sweep(key, weighted_localizer,
                                 {"temperature": TEMPERATURES, "weight": WEIGHTS, "anchor": [0, 1, 2, 3]},
                                 num_chains=16, num_samples=100, num_warmup=100, dim=2, out=out, progress=False)
