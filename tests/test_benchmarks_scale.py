@@ -1,4 +1,5 @@
-"""The scale-out benchmarks run: ``python -m jaxprobe.bench.gpu --cpu-tiny`` and ``jaxprobe.bench.compile --quick``.
+"""The scale-out benchmarks run: ``python -m jaxprobe.bench.gpu --cpu-tiny``, ``jaxprobe.bench.compile --quick`` and
+``jaxprobe.bench.sweep`` at a tiny size.
 
 Each runs in a subprocess (they set JAX's global configuration and empty its caches) writing into a temporary
 folder through ``$JAXPROBE_BENCH_RESULTS``; the test checks that the JSON has every field and that its numbers
@@ -79,3 +80,17 @@ def test_compile_benchmark_quick_mode_records_every_field(tmp_path):
         assert row["warm_programs"] == 0
     assert _positive(cell["ratio"]) and isinstance(cell["target_met"], bool)
     assert "_run_chunk" in cell["jaxprobe"]["program_list"]  # the engine's sampling program, by name
+
+
+@pytest.mark.slow  # ~30 s: a benchmark script end to end
+def test_sweep_benchmark_records_both_arms_and_every_cells_status(tmp_path):
+    """The documented sweep benchmark runs at any size: cells that do not converge are counted, not fatal (its
+    coldest cells never converge in the steps it takes: an assertion on every cell's status failed every run)."""
+    result = _run("sweep.py", ["--cells", "2", "--chains", "8", "--warmup", "10", "--samples", "10"], tmp_path,
+                  timeout=600)
+    assert len(result["mean_probe_batched"]) == len(result["mean_probe_separate"]) == 2
+    for arm in ("batched", "separate"):
+        assert _positive(result[arm]["seconds"]) and result[arm]["compilations"] >= 1, arm
+        assert sum(result[f"statuses_{arm}"].values()) == 2
+        assert set(result[f"statuses_{arm}"]) <= {"ok", "unconverged"}
+    assert result["batched"]["compilations"] < result["separate"]["compilations"]   # one program for the grid
