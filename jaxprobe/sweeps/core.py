@@ -217,12 +217,21 @@ class _Group(NamedTuple):
     indices: list[int]  # grid indices of the group's pending cells
 
 
+#: Axis of the batched program's kept draws that indexes the cells: 1, after the draw axis. The scan of each cell
+#: stacks its draws first; vmapped over cells, XLA's loop buffer is (N, cells, C, ...) in memory, and asking for
+#: cells first (out_axes 0) copied the whole batch's draws into that order at the end of the program: two copies of
+#: the draws at the peak (benchmarks/results/sweep_memory.md: 1.76× the draws, target 1.25×).
+DRAWS_AXIS = 1
+
+
 def _cell_program(build_probe, static_params, batched_axes, settings, problem0, restricted, kernel, dtype, mesh,
-                  keep_samples, observables=()):
-    """The function of ONE cell's traced inputs → its statistics (and its draws with ``keep_samples``),
-    vmapped over cells by the caller: the run of :func:`jaxprobe.sample` in one piece (init → warmup →
+                  keep_samples, observables=(), finalize_on_device=True):
+    """The function of ONE cell's traced inputs → ``(its statistics, its draws)``, vmapped over cells by the
+    caller (the draws at axis :data:`DRAWS_AXIS`): the run of :func:`jaxprobe.sample` in one piece (init → warmup →
     :func:`jaxprobe.engine.core.run_monitored` → :func:`jaxprobe.engine.streaming.finalize`), with G(x) as
-    an observable folded in on the device. Without kept samples a cell holds ``O(C·d)`` whatever its draws."""
+    an observable folded in on the device. The draws are ``{}`` unless ``keep_samples``: without them a cell holds
+    ``O(C·d)`` whatever its draws. ``finalize_on_device=False`` (CPUs) returns the folded statistics unfinished, for
+    :func:`_cell_row` to finish in NumPy one cell at a time, as :func:`jaxprobe.sample` does on a CPU."""
     num_chains = settings["num_chains"]
     num_samples, num_warmup, thin = settings["num_samples"], settings["num_warmup"], settings["thin"]
     fixed_step = settings["fixed_step_size"]
@@ -260,14 +269,19 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
             jnp.zeros((), jnp.int32), keep_draws=keep_samples,
             record=_draw_recorder(question) if keep_samples else None)
-        statistics = streaming.finalize(draw_stats, monitor)
-        subset = jnp.swapaxes(draw_stats.subset[:num_subset], 0, 1)[:, :, :num_free]  # (C_sub, S, d) of z
+        # On a CPU, finished on the host per cell (_cell_row): in the program, vmapped over cells, XLA held
+        # several copies of every cell's subset at once (~1 MB a cell of 256 chains).
+        statistics = streaming.finalize(draw_stats, monitor) if finalize_on_device else draw_stats
+        # G at the verdict's subset draws (S, C_sub, d): one subset draw at a time (lax.map), so the probe's hidden
+        # layers hold cells × C_sub points at once, as each step of the run does, not cells × C_sub × S (all at
+        # once they were most of a 256-cell sweep's memory without draws: benchmarks/results/sweep_memory.md).
+        probe_subset = jax.lax.map(jax.vmap(probe_of_z), draw_stats.subset[:num_subset, :, :num_free])
         steps = num_samples * thin
         out = {
             **out,
             "statistics": statistics,
             "observable_sums": folded,
-            "probe_subset": jax.vmap(jax.vmap(probe_of_z))(subset),
+            "probe_subset": jnp.swapaxes(probe_subset, 0, 1),                      # (C_sub, S)
             "initial_logdensity": initial_logdensity,
             "acceptance_rate": stats.acceptance_rate_sum / steps,
             "num_divergent": stats.num_divergent,
@@ -277,13 +291,14 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         }
         if smc is None:  # the range of the chains' own starts, for the verdict (after SMC: its tempering path)
             out["start_range"] = start_range(z0, jnp)
+        draws = {}
         if keep_samples:  # draw-major (N, C, ...) as the scan stacked them, in data space (one-hot groups
             # relaxed): one copy of the draws on the device; the host swaps the axes as a view (_cell_row)
-            out["positions"], out["probe"] = trace.position
-            out["logdensity"] = trace.logdensity
+            draws["positions"], draws["probe"] = trace.position
+            draws["logdensity"] = trace.logdensity
         if "inverse_mass_matrix" in state.parameters:
             out["inverse_mass_matrix"] = state.parameters["inverse_mass_matrix"]
-        return out
+        return out, draws
 
     return one_cell
 
@@ -960,15 +975,17 @@ def _run_group(plan: _SweepPlan, table: _SweepTable, static_values: dict, indice
         inputs = _batch_inputs(plan.cells, chunk, batch, plan.batched_probe_axes, plan.defaults, plan.dtype)
         tick = time.perf_counter()
         try:
-            result = compiled(plan.rng_key, *inputs)
+            result, draws = compiled(plan.rng_key, *inputs)
             # To the host whole: with several processes, each gathers every process's chains.
             result = jax.tree.map(lambda value: to_host(value)[:len(chunk)], result)
+            draws = jax.tree.map(lambda value: to_host(value)[:, :len(chunk)], draws)   # (N, cells, C, ...)
         except Exception as error:  # noqa: BLE001 - recorded per cell
             table.fail(chunk, error, group_number)
             continue
         seconds = (time.perf_counter() - tick) / len(chunk)
         for position, index in enumerate(chunk):
-            one = jax.tree.map(lambda value: value[position], result)
+            one = {**jax.tree.map(lambda value: value[position], result),
+                   **jax.tree.map(lambda value: value[:, position], draws)}
             row, cell_samples = _cell_row(plan.cells[index], plan.ids[index], index, one, settings, seconds,
                                           compile_seconds, group_number, restricted,
                                           plan.cells[index].get("temperature", plan.temperature))
@@ -1134,10 +1151,12 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
     if len(device_list) > 1:
         mesh = chain_sharding(settings["num_chains"], device_list).mesh
     one_cell = _cell_program(build_probe, probe_params, batched_axes, settings, problem0, restricted, kernel, dtype,
-                             mesh, keep_draws, observables)
+                             mesh, keep_draws, observables,
+                             finalize_on_device=device_list[0].platform != "cpu")  # CPU: one memory, as sample()
 
     def program(base_key, seeds, temperatures, step_sizes, values):
-        return jax.vmap(one_cell, in_axes=(None, 0, 0, 0, 0))(base_key, seeds, temperatures, step_sizes, values)
+        return jax.vmap(one_cell, in_axes=(None, 0, 0, 0, 0), out_axes=(0, DRAWS_AXIS))(
+            base_key, seeds, temperatures, step_sizes, values)
 
     example = (rng_key, np.zeros(batch, np.int32), np.ones(batch, dtype), np.ones(batch, dtype),
                {axis.name: np.zeros(batch, np.int32 if axis.integer else dtype) for axis in batched_axes})
@@ -1181,12 +1200,15 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
                            "log_evidence_se": one["smc_log_evidence_se"][:stages].astype(np.float64),
                            "temperature": float(cell_temperature) / inverse_temperature})
     monitor = streaming.Monitor(settings["num_chains"], restricted.num_free, settings["num_samples"])
+    statistics = one["statistics"]
+    if isinstance(statistics, streaming.DrawStats):  # a CPU's program folded them; NumPy finishes them
+        statistics = streaming.finalize(statistics, monitor, xp=np)
     # After SMC the chains of one particle group are one independent system: errors from the groups' means, each
     # group weighted by its evidence estimate.
     num_groups = int(one["particle_groups"]) if "particle_groups" in one else None
     group_log_evidence = evidence.get("group_log_evidence")
     verdict = verdict_from_statistics(
-        one["statistics"], monitor, CoordinateNames([""], [(restricted.num_free,)]),
+        statistics, monitor, CoordinateNames([""], [(restricted.num_free,)]),
         acceptance_rate=one["acceptance_rate"], num_divergent=one["num_divergent"],
         num_nonfinite=one["num_nonfinite"], thin=settings["thin"],
         chains_start_at_target=evidence.get("chains_start_at_target", False),

@@ -1,0 +1,53 @@
+"""A batched sweep holds its draws once and, without them, little per cell (issue 23's bounded memory), read from
+XLA's own memory analysis of the compiled program (``Compiled.memory_analysis``): deterministic, where a process's
+peak resident memory (benchmarks/results/sweep_memory.md, ``python -m jaxprobe.bench.sweep_memory``) is not."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxprobe
+from jaxprobe.probes import Probe
+from jaxprobe.sweeps import core
+
+CELLS, CHAINS, SAMPLES, DIM, HIDDEN = 8, 64, 400, 10, 32
+_W1 = np.random.default_rng(0).normal(size=(DIM, HIDDEN)).astype(np.float32) / np.sqrt(DIM)
+_W2 = np.random.default_rng(1).normal(size=HIDDEN).astype(np.float32) / np.sqrt(HIDDEN)
+RISKY = Probe(lambda x: (jax.nn.sigmoid(jnp.tanh(x @ _W1) @ _W2) - 0.5) ** 2, "risky")   # a d = 10 MLP's G(x)
+
+
+def _program_memory(keep_samples: bool, cells: int = CELLS):
+    """The sweep's result and the memory analysis of the one program it compiled."""
+    core._PROGRAM_CACHE.clear()
+    result = jaxprobe.sweep(0, RISKY, {"temperature": np.geomspace(0.05, 1.0, cells).tolist()},
+                            num_chains=CHAINS, num_samples=SAMPLES, num_warmup=10, dim=DIM,
+                            prior=jaxprobe.priors.StandardNormal(), keep_samples=keep_samples, progress=False,
+                            convergence="ignore")
+    (compiled, _), = [entry[0] for entry in core._PROGRAM_CACHE.values()]
+    return result, compiled.memory_analysis()
+
+
+def test_kept_draws_leave_the_program_as_the_loop_wrote_them():
+    """The draws are the program's output buffer, not copied at its end into cells-first order (that copy was a
+    second set of the draws at the peak: 1.76× the draws against issue 23's 1.25×)."""
+    result, memory = _program_memory(keep_samples=True)
+    draws_bytes = CELLS * CHAINS * SAMPLES * (DIM + 2) * 4             # positions, log density and G(x)
+    assert memory.output_size_in_bytes >= draws_bytes
+    assert memory.temp_size_in_bytes < 0.25 * draws_bytes, (memory.temp_size_in_bytes, draws_bytes)
+    positions = result.samples[3].positions
+    assert positions.shape == (CHAINS, SAMPLES, DIM) and np.all(np.isfinite(positions))
+
+
+@pytest.mark.skipif(jax.devices()[0].platform != "cpu", reason="on a CPU the statistics are finished on the host")
+def test_without_draws_a_cell_needs_a_small_constant():
+    """Without kept draws the program's memory per cell is a few arrays of its chains (C·d) and of the verdict's
+    subset, not several copies of the subset or the probe's hidden layer at every subset draw at once."""
+    _, small = _program_memory(keep_samples=False, cells=2)
+    _, large = _program_memory(keep_samples=False, cells=2 + CELLS)
+    per_cell = ((large.temp_size_in_bytes + large.output_size_in_bytes)
+                - (small.temp_size_in_bytes + small.output_size_in_bytes)) / CELLS
+    subset_bytes = CHAINS * 64 * (DIM + 1) * 4        # the subset: up to 4,096 values per quantity (here 64 draws)
+    chain_state_bytes = CHAINS * DIM * 4
+    # 0.49 MB here (the subset folded, returned, and G at its draws; the chains' states); 1.22 MB before
+    assert per_cell < 3 * subset_bytes + 64 * chain_state_bytes, (per_cell, subset_bytes, chain_state_bytes)
