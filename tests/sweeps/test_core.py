@@ -251,7 +251,7 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
                                 num_samples=20, num_warmup=10, step_size=0.1, dim=2, progress=False)
         np.save(sys.argv[1], np.stack([s.positions for s in result.samples]))
         from jaxprobe.sweeps import core
-        sharding = next(iter(core._PROGRAM_CACHE.values()))[0][0].output_shardings["positions"]
+        sharding = next(iter(core._PROGRAM_CACHE.values()))[0][0].output_shardings[1]["positions"]
         print("devices", jax.device_count(), "positions split", sharding.num_devices, "ways along", getattr(sharding, "spec", None))
     """)
     env = host_devices_environment(4)
@@ -260,7 +260,7 @@ def test_cells_are_sharded_over_four_devices_and_match_one_device(tmp_path):
                                timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "devices 4" in completed.stdout
-    # (cells, draws, chains, d), draw-major as the scan stacks them: the chains axis is split over the 4 devices
+    # (draws, cells, chains, d), draw-major as the scan stacks them: the chains axis is split over the 4 devices
     assert "positions split 4 ways along P(None, None, 'chains')" in completed.stdout, completed.stdout
     base = localize(np.zeros(2))
     one_device = jaxprobe.sweep(1, lambda weight: Probe(lambda x: weight * base(x)),
