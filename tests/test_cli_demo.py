@@ -1,13 +1,9 @@
 """The jaxprobe command end to end: the demo writes samples, a summary and a plot."""
 
 import json
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
 import jaxprobe
-from jaxprobe import priors
 
 
 @pytest.mark.slow

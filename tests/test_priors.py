@@ -1,6 +1,5 @@
 """Priors against SciPy's densities; the jaxprobe command end to end."""
 
-import json
 
 import jax
 import jax.numpy as jnp

@@ -1,15 +1,14 @@
 """The sample() contract: validation, reproducibility, compilation, results, files."""
 
-import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import mc_check_mean, normal_starts, std_normal
+from tests.conftest import normal_starts, std_normal
 
 import jaxprobe
-from jaxprobe.engine import api, core, kernels
+from jaxprobe.engine import api
 
 
 _init = normal_starts

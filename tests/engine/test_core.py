@@ -1,11 +1,10 @@
 """The compiled core (jaxprobe.engine.core): init/warmup/run inside a user's jit and scan, bit-identical to sample, donated trace buffers."""
 
-import json
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import mc_check_mean, normal_starts, std_normal
+from tests.conftest import normal_starts, std_normal
 import jaxprobe
 from jaxprobe.engine import core, kernels
 

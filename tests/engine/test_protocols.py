@@ -5,7 +5,6 @@ the user (BlackJAX's Barker proposal, not shipped) runs through sample, generate
 import ast
 import dataclasses
 import pathlib
-import re
 from typing import ClassVar
 
 import jax
@@ -16,8 +15,7 @@ from tests.conftest import mc_check_mean, mc_check_second_moment
 
 import jaxprobe
 from jaxprobe.engine import core, registry
-from jaxprobe.engine.kernels import (MALA, GradientKernel, GradientState, StepInfo, per_chain, safe_logdensity,
-                                     vmap_chains)
+from jaxprobe.engine.kernels import (GradientKernel, GradientState, StepInfo, per_chain, safe_logdensity, vmap_chains)
 from jaxprobe.engine.options import float_option
 from jaxprobe.engine.protocols import Adaptation, EngineState, Kernel, RunStats
 

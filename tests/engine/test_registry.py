@@ -1,22 +1,14 @@
 """The sampler registry (jaxprobe.engine.registry): register/unregister round trip, refusals, no branching on sampler names outside it."""
 
-import ast
 import dataclasses
 import pathlib
 import re
 from typing import ClassVar
-import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
-from tests.conftest import mc_check_mean, mc_check_second_moment
 import jaxprobe
-from jaxprobe.engine import core, registry
-from jaxprobe.engine.kernels import (MALA, GradientKernel, GradientState, StepInfo, per_chain, safe_logdensity,
-                                     vmap_chains)
+from jaxprobe.engine import registry
+from jaxprobe.engine.kernels import MALA, GradientKernel
 
-from jaxprobe.engine.options import float_option
-from jaxprobe.engine.protocols import Adaptation, EngineState, Kernel, RunStats
 
 PACKAGE = pathlib.Path(jaxprobe.__file__).parent
 

@@ -2,12 +2,9 @@
 
 import json
 import jax
-import jax.numpy as jnp
 import numpy as np
-import pytest
 from tests.conftest import mc_check_mean, normal_starts, std_normal
 import jaxprobe
-from jaxprobe.engine import core, kernels
 
 _init = normal_starts
 

@@ -12,12 +12,9 @@ log mean over the quadrature points of exp(−G/τ); stage λ_k of the tempering
 at temperature τ/λ_k.
 """
 
-import math
 import time
 import warnings
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

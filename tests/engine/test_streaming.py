@@ -1,8 +1,6 @@
 """The run's own statistics, folded in on the device draw by draw: the verdict, observables, keep_draws=False,
 and the engine's edges inside a user's compiled code."""
 
-import dataclasses
-import warnings
 
 import jax
 import jax.numpy as jnp

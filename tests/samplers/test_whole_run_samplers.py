@@ -17,7 +17,6 @@ import jaxprobe
 from jaxprobe import priors, probes
 from jaxprobe.engine import registry
 from jaxprobe.engine.protocols import WholeRunSampler
-from jaxprobe.models.trees import TreeEnsembleModel
 from jaxprobe.samplers import tree_gibbs
 from tests.samplers.ensembles import stump_ensemble
 
