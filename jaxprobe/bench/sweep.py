@@ -20,6 +20,7 @@ Both run in this one process, side by side; compile time is the sum of XLA backe
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
@@ -121,7 +122,7 @@ def main(argv=None) -> dict:
 
 
 def _count(statuses: list[str]) -> dict[str, int]:
-    return {status: statuses.count(status) for status in sorted(set(statuses))}
+    return dict(sorted(collections.Counter(statuses).items()))
 
 
 def _statuses(counts: dict[str, int]) -> str:
@@ -155,9 +156,8 @@ def _markdown(r: dict) -> str:
         f"Same answers: the mean probe value per temperature differs between (a) and (b) by "
         f"at most {100 * rel.max():.1f}% (median {100 * np.median(rel):.1f}%; both are Monte-Carlo estimates from "
         f"{r['chains']}×{r['samples']} draws with the same keys); max R-hat over (a)'s cells {r['max_rhat_batched']:.3f}."
-        + (f" Cells by verdict status: (a) {_statuses(r['statuses_batched'])}, (b) {_statuses(r['statuses_separate'])}"
-           f" (the coldest temperatures do not converge in {r['warmup']} + {r['samples']} steps)."
-           if "statuses_batched" in r else ""),
+        f" Cells by verdict status: (a) {_statuses(r['statuses_batched'])}, (b) {_statuses(r['statuses_separate'])}"
+        f" (the coldest temperatures do not converge in {r['warmup']} + {r['samples']} steps).",
         "",
     ]
     return "\n".join(lines)

@@ -965,7 +965,7 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         gradient_evaluations = gradient_evaluations + np.asarray(smc_result.info.num_gradient_evaluations, np.int64)
         evidence = smc_evidence(smc_result)
     draw_stats, observable_sums = monitored
-    if placed.sharding.mesh.devices.flat[0].platform == "cpu":  # one memory: NumPy, nothing to compile
+    if streaming.finishes_on_host(placed.sharding.mesh.devices.flat[0]):  # one memory: NumPy, nothing to compile
         statistics = streaming.finalize(jax.tree.map(to_host, draw_stats), run.monitor, xp=np)
     else:
         statistics = jax.tree.map(to_host, _finalize(draw_stats, run.monitor))

@@ -38,7 +38,7 @@ from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
            "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
-           "fold_draw", "finalize", "stats_of_draws", "rank_statistics", "observed"]
+           "fold_draw", "finalize", "finishes_on_host", "stats_of_draws", "rank_statistics", "observed"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
 DIAGNOSTIC_VALUES = 4096
@@ -409,6 +409,20 @@ def finalize(stats: DrawStats, monitor: Monitor, xp: Any = jnp) -> Statistics:
                                   xp.asarray([dim], np.int32)])
     return Statistics(split_rhat, nested, constant, coordinates, xp.swapaxes(y[:, :, coordinates], 0, 1),
                       late_max_abs, xp.sum(stats.nonfinite_draws) + bad_positions, logdensity_range)
+
+
+def finishes_on_host(device: Any) -> bool:
+    """Whether a run on ``device`` finishes its folded statistics on the host (:func:`finalize` with
+    ``xp=numpy``), as :func:`jaxprobe.sample` and each sweep cell do: on a CPU, where host and device memory are
+    one, NumPy compiles nothing and holds one run's (one cell's) subset at a time; on an accelerator
+    :func:`finalize` runs on the device, beside the chains.
+
+    Examples
+    --------
+    >>> finishes_on_host(jax.devices("cpu")[0])
+    True
+    """
+    return device.platform == "cpu"
 
 
 def stats_of_draws(position: np.ndarray, logdensity: np.ndarray, monitor: Monitor) -> DrawStats:

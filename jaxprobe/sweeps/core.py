@@ -1152,7 +1152,7 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
         mesh = chain_sharding(settings["num_chains"], device_list).mesh
     one_cell = _cell_program(build_probe, probe_params, batched_axes, settings, problem0, restricted, kernel, dtype,
                              mesh, keep_draws, observables,
-                             finalize_on_device=device_list[0].platform != "cpu")  # CPU: one memory, as sample()
+                             finalize_on_device=not streaming.finishes_on_host(device_list[0]))
 
     def program(base_key, seeds, temperatures, step_sizes, values):
         return jax.vmap(one_cell, in_axes=(None, 0, 0, 0, 0), out_axes=(0, DRAWS_AXIS))(
