@@ -13,7 +13,6 @@ import warnings
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe.engine import Samples, sample
@@ -38,9 +37,21 @@ def _initial_positions(rng_key: Any, question: Question, num_chains: int, dtype:
     return question.initial_positions(rng_key, num_chains, dtype)
 
 
-@jit_bounded(static_argnames=("question",))
-def _to_data_space(positions: Any, question: Question) -> Any:
-    return jax.vmap(jax.vmap(question.to_data))(positions)
+class _DataSpace:
+    """z ↦ x = T(z) of one position (``Question.to_data``), equal for equal questions: what ``sample`` stores
+    of each kept draw (its ``record``), so an equal question asked again reuses the compiled run."""
+
+    def __init__(self, question: Question):
+        self.question = question
+
+    def __call__(self, z: Any) -> Any:
+        return self.question.to_data(z)
+
+    def __hash__(self) -> int:
+        return hash(("data space", self.question))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _DataSpace) and self.question == other.question
 
 
 def generate(
@@ -243,13 +254,14 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
             raise TypeError(f"observables must be a dict of name -> function of one x in data space, got "
                             f"{type(observables).__name__}")
         observables = {name: _InDataSpace(fn, question) if callable(fn) else fn for name, fn in observables.items()}
+    # Each kept draw is stored in data space as it is written (record): the draws are held once, with no pass
+    # over them after the run (mapping them afterwards held them two to three times over).
     result = sample(key_sample, question.logdensity, z0, sampler=sampler, num_samples=num_samples,
-                    num_warmup=num_warmup, observables=observables, **sample_options)
+                    num_warmup=num_warmup, observables=observables,
+                    record=None if question.restriction.is_identity else _DataSpace(question), **sample_options)
     positions = result.positions
-    if positions is not None:
-        positions = np.asarray(_to_data_space(jnp.asarray(positions), question))
-        if report == "valid" and question.restriction.is_relaxed:
-            positions = question.restriction.report(positions)
+    if positions is not None and report == "valid" and question.restriction.is_relaxed:
+        positions = question.restriction.report(positions)
     evidence_path = result.evidence_path
     if evidence_path is not None:  # stage λ of the tempering path is this question at temperature τ/λ
         evidence_path = dict(evidence_path,

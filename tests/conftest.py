@@ -122,6 +122,22 @@ def compile_counter():
     return Compiles()
 
 
+def ctrl_c_in_chunk(monkeypatch, number: int) -> None:
+    """Make the engine's ``number``-th compiled chunk call raise KeyboardInterrupt (as Ctrl-C there would);
+    ``monkeypatch`` restores the engine's own."""
+    from jaxprobe.engine import api
+
+    original, calls = api._run_chunk, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == number:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_run_chunk", interrupted)
+
+
 def std_normal(x):
     """log N(x; 0, I) up to a constant: the engine tests' reference target."""
     return -0.5 * jnp.sum(x**2)

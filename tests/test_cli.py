@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jaxprobe
+from tests.conftest import ctrl_c_in_chunk
 from jaxprobe.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, find_benchmarks, main
 from jaxprobe.sweeps import read_table
 from jaxprobe.sweeps.from_config import dense_apply, load_network
@@ -200,22 +201,6 @@ def _small(name, tmp_path, chains=32, samples=150, warmup=150, extra=None):
     path = tmp_path / name
     path.write_text(text)
     return str(path)
-
-
-def _ctrl_c_in_chunk(monkeypatch, number):
-    """Make the engine's ``number``-th compiled chunk call raise KeyboardInterrupt (as Ctrl-C there would);
-    ``monkeypatch`` restores the engine's own."""
-    from jaxprobe.engine import api
-
-    original, calls = api._run_chunk, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == number:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(api, "_run_chunk", interrupted)
 
 
 def _run_example(name, out):
@@ -406,7 +391,7 @@ def test_run_is_checkpointed_and_resumes_after_an_interruption(tmp_path, monkeyp
     config = _small("prediction_risky.toml", tmp_path, chains=16, samples=40, warmup=20,
                     extra={'name = "smc"': 'name = "mala"'})
     assert main(["run", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
-    _ctrl_c_in_chunk(monkeypatch, 4)
+    ctrl_c_in_chunk(monkeypatch, 4)
     out = tmp_path / "resumed"
     assert main(["run", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
     assert "run the same command again to resume" in capsys.readouterr().err
@@ -474,7 +459,7 @@ def test_run_refuses_a_checkpoint_of_another_question(tmp_path, capsys):
                     extra={'name = "smc"': 'name = "mala"'})
     out = tmp_path / "out"
     with pytest.MonkeyPatch.context() as patch:
-        _ctrl_c_in_chunk(patch, 4)
+        ctrl_c_in_chunk(patch, 4)
         assert main(["run", config, "--out", str(out), "--quiet"]) == EXIT_INTERRUPTED
     saved = sorted(p.name for p in (out / "checkpoint.npz.draws").iterdir())
     other = tmp_path / "other.toml"

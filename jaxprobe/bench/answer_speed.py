@@ -249,12 +249,16 @@ def sample_call(logdensity, x0, sampler: str, num_samples: int, num_warmup: int,
 
 
 def engine_limit_call(kernel, logdensity, x0, num_samples: int, num_warmup: int, thin: int = 1,
-                      parameters: Any = None, adapt: bool = True) -> Callable[[], Any]:
+                      parameters: Any = None, adapt: bool = True, key: Any = None,
+                      to_answer: Callable | None = None, extra: Callable | None = None) -> Callable[[], Any]:
     """The limit: one ``jax.jit`` of init → warmup → run returning every kept draw, then ``np.asarray`` of them.
 
-    Keys as ``sample`` derives them from the same seed (``split(key)`` → warmup key, sampling key), so the
-    limit makes the transitions ``sample`` makes. ``adapt=False``: warmup is burn-in with fixed parameters
-    (``engine.run`` keeping nothing), as ``sample`` does when given a step size.
+    Keys as ``sample`` derives them from the same seed (``split(key)`` → warmup key, sampling key; ``key``
+    default ``jax.random.key(SEED)``), so the limit makes the transitions ``sample`` makes. ``adapt=False``:
+    warmup is burn-in with fixed parameters (``engine.run`` keeping nothing), as ``sample`` does when given a
+    step size. ``to_answer``: a map of one position applied to every kept draw inside the jit (e.g. to data
+    space, as a user's own program would return the answer); ``extra``: a function of one stored draw evaluated at
+    every kept draw inside the jit and copied to the host too (e.g. the probe's value, which a sweep reports).
     """
 
     @jax.jit
@@ -267,12 +271,16 @@ def engine_limit_call(kernel, logdensity, x0, num_samples: int, num_warmup: int,
             state, _, _ = engine.run(key_warmup, state, kernel, logdensity, 1, num_warmup)
             state = core.EngineState(state.kernel_state, state.parameters, jnp.zeros((), jnp.int32))
         state, trace, stats = engine.run(key_sampling, state, kernel, logdensity, num_samples, thin)
-        return trace, stats
+        if to_answer is not None:
+            trace = core.Trace(jax.vmap(jax.vmap(to_answer))(trace.position), trace.logdensity)
+        return trace, stats, None if extra is None else jax.vmap(jax.vmap(extra))(trace.position)
 
-    key = jax.random.key(SEED)
+    key = jax.random.key(SEED) if key is None else key
 
     def call():
-        trace, stats = limit(key, x0)
+        trace, stats, extra_values = limit(key, x0)
+        if extra_values is not None:
+            np.asarray(extra_values)
         # Chain-major views of the host draws, as Samples holds them (np.asarray is zero-copy on CPU).
         return (np.swapaxes(np.asarray(trace.position), 0, 1), np.swapaxes(np.asarray(trace.logdensity), 0, 1),
                 jax.tree.map(np.asarray, stats))
@@ -600,7 +608,6 @@ def child_main(spec: dict[str, Any]) -> None:
     size it started from (after the first call's freed memory was returned to the system)."""
     global DIM
     DIM = spec.get("dim", DIM)
-    times = []
     if spec["kind"] == "keep_draws_false":
         x0 = np.asarray(jax.random.normal(jax.random.key(1), (spec["num_chains"], 2), jnp.float32))
         call = sample_call(standard_normal, x0, "mala", spec["num_samples"], spec["num_warmup"], 1,
@@ -613,6 +620,14 @@ def child_main(spec: dict[str, Any]) -> None:
                                      spec["num_warmup"], spec["thin"])
         else:
             call = sample_call(logdensity, x0, "mala", spec["num_samples"], spec["num_warmup"], spec["thin"])
+    measure_call_twice(call)
+
+
+def measure_call_twice(call: Callable[[], Any]) -> None:
+    """``call()`` twice (the first result freed before the second), then print (a ``RESULT`` line) the peak resident
+    memory of this process and how far the second call raised it above the resident size it started from (after
+    the first call's freed memory was returned to the system): a memory child's figure."""
+    times = []
     rss_before_second = reset = None
     for repetition in range(2):
         if repetition == 1:
@@ -638,9 +653,10 @@ def child_main(spec: dict[str, Any]) -> None:
 LAUNCHER = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 
 
-def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+def run_child(spec: dict[str, Any], module: str = "jaxprobe.bench.answer_speed") -> dict[str, Any]:
+    """One memory figure: ``python -m module --child spec`` (through :data:`LAUNCHER`), its ``RESULT`` line."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", "jaxprobe.bench.answer_speed",
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, sys.executable, "-m", module,
                            "--child", json.dumps(spec)], capture_output=True, text=True, timeout=3600)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:

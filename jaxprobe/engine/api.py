@@ -7,7 +7,7 @@ import math
 import os
 import warnings
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -297,6 +297,49 @@ def check_observables(observables: Any, layout: _Layout, dtype: Any,
     return tuple(checked)
 
 
+class _Batched:
+    """``fn`` of one flat position applied to every chain's ``(C, D)`` (hashable by ``fn``: a static argument of
+    the compiled chunk, equal for equal functions)."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def __call__(self, flat: jax.Array) -> jax.Array:
+        return jax.vmap(self.fn)(flat)
+
+    def __hash__(self) -> int:
+        return hash(("batched", self.fn))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Batched) and self.fn == other.fn
+
+
+def _check_record(record: Any, layout: _Layout, dtype: Any, initial_positions: Any,
+                  keep_draws: bool) -> tuple[_Batched | None, int]:
+    """``sample``'s ``record`` checked on the first chain's starting point (traced abstractly, before anything
+    compiles): a callable of one position returning a 1-D numeric array. Returns ``(record of the flat positions
+    of all chains, or None; D' of a stored draw)``."""
+    if record is None:
+        return None, layout.dim
+    if not callable(record):
+        raise TypeError(f"record must be a function of one position (or None), got {type(record).__name__}")
+    if not keep_draws:
+        raise ValueError("record says what each kept draw stores: it needs keep_draws=True")
+    first = jax.tree.map(lambda leaf: np.asarray(leaf[0]), initial_positions)
+    flat_first = jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+    flat_record = _FlatObservable(record, layout)
+    try:
+        shape = jax.eval_shape(flat_record, flat_first)
+    except Exception as error:  # noqa: BLE001 - re-raised naming the argument
+        raise ValueError(f"record failed on one chain's starting point (one position, no chain axis): "
+                         f"{type(error).__name__}: {error}") from error
+    if not isinstance(shape, jax.ShapeDtypeStruct) or len(shape.shape) != 1 or not (
+            jnp.issubdtype(shape.dtype, jnp.number) or jnp.issubdtype(shape.dtype, jnp.bool_)):
+        raise TypeError(f"record must return a 1-D numeric array (D',) for one position, got "
+                        f"{getattr(shape, 'shape', type(shape).__name__)} of dtype {getattr(shape, 'dtype', None)}")
+    return _Batched(flat_record), int(shape.shape[0])
+
+
 # ------------------------------------------------------------------ devices
 
 
@@ -345,16 +388,16 @@ def _init(kernel, logdensity_fn, positions, parameters):
 SAMPLE_STEPS = ("_validate", "_place", "_adapt_or_resume", "_run_chunks", "_result")
 
 
-@jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin", "monitor", "keep_draws"),
+@jit_bounded(static_argnames=("kernel", "logdensity_fn", "num_draws", "thin", "monitor", "keep_draws", "record"),
              donate_argnames=("trace",))
 def _run_chunk(rng_key, state, monitored, first_draw, kernel, logdensity_fn, num_draws, thin, monitor, keep_draws,
-               trace=None, trace_start=0):
+               trace=None, trace_start=0, record=None):
     """One chunk of :func:`core.run_monitored`: the draws written into ``trace`` (donated buffers: a chunk's
     own, or the whole run's from row ``trace_start``) or not kept, every kept draw folded into ``monitored``
     (not donated: a checkpoint may still be writing the previous chunk's; it is ``O(C·D)``, so its copy costs
     nothing next to a chunk)."""
     return core.run_monitored(rng_key, state, kernel, logdensity_fn, num_draws, thin, monitor, monitored,
-                              first_draw, trace, keep_draws, trace_start=trace_start)
+                              first_draw, trace, keep_draws, record=record, trace_start=trace_start)
 
 
 @jit_bounded(static_argnames=("kernel", "logdensity_fn", "steps"))
@@ -546,6 +589,7 @@ def sample(
     numerics: str | None = None,
     observables: dict[str, Any] | None = None,
     keep_draws: bool = True,
+    record: Callable[[Any], Any] | None = None,
 ) -> Samples:
     """Draw ``num_samples`` kept draws from each of C chains, all chains in one compiled program.
 
@@ -670,6 +714,15 @@ def sample(
         ``False``: store no draw (``samples.positions`` is ``None``): memory ``O(C·D)``
         whatever ``num_samples`` is; the verdict and the observables are still computed,
         from the statistics folded in during the run, and a checkpoint keeps those.
+    record
+        What each kept draw stores instead of its position: a function of ONE position
+        (like ``logdensity_fn``) → a 1-D array ``(D',)``, applied inside the run as the draw is
+        written, so the draws are held once, already mapped (e.g. an unconstrained
+        parameterization's map to the space the answer is read in: :func:`jaxprobe.generate`
+        stores x = T(z) this way). ``samples.positions`` is then ``(C, N, D')``; the verdict,
+        the observables and ``samples.logdensity`` still refer to the positions the chains
+        move on. Checked on one chain's starting point before anything compiles; needs
+        ``keep_draws``.
 
     Returns
     -------
@@ -694,6 +747,10 @@ def sample(
     >>> estimate = samples.expectation(lambda x: x @ x)       # E|x|² = 2
     >>> bool(abs(estimate.mean - 2.0) < 5 * estimate.mcse)
     True
+    >>> scales = jaxprobe.sample(jax.random.key(1), prior, init, num_samples=500, num_warmup=200, progress=False,
+    ...                          record=jnp.exp)          # the same chains (on log σ ~ N(0, 1)); σ is what is kept
+    >>> bool(np.all(scales.positions > 0)), bool(np.allclose(np.log(scales.positions), samples.positions, atol=1e-6))
+    (True, True)
     """
     refuse_traced("jaxprobe.sample", rng_key=rng_key, initial_positions=initial_positions, step_size=step_size,
                   inverse_mass_matrix=inverse_mass_matrix)
@@ -702,11 +759,12 @@ def sample(
                     num_warmup=num_warmup, step_size=step_size, inverse_mass_matrix=inverse_mass_matrix, thin=thin,
                     step_size_mode=step_size_mode, target_acceptance_rate=target_acceptance_rate,
                     chunk_size=chunk_size, sampler_options=sampler_options, reference=reference,
-                    convergence=convergence, numerics=numerics, observables=observables, keep_draws=keep_draws)
+                    convergence=convergence, numerics=numerics, observables=observables, keep_draws=keep_draws,
+                    record=record)
     # Kept draws land in host arrays allocated once, draw-major as the scan writes them. With a checkpoint they are
     # its draws files: before anything compiles, its path is checked, its state file verified, and for a new run
     # the files are made with their whole size reserved (a full disk: OSError naming the folder and the bytes).
-    draws = _HostDraws(run.num_samples, run.num_chains, run.layout.dim, run.dtype, run.keep_draws)
+    draws = _HostDraws(run.num_samples, run.num_chains, run.record_dim, run.dtype, run.keep_draws)
     checkpoint = prepare_checkpoint(checkpoint, draws) if checkpoint is not None else None
     bar = writer = None
     try:
@@ -758,6 +816,8 @@ class _Run:
     numerics: str | None
     monitor: streaming.Monitor  # what every kept draw is folded into (verdict statistics, observables)
     keep_draws: bool
+    record: Any  # _Batched(what each kept draw stores, of a flat position), or None: the position itself
+    record_dim: int  # D' of a stored draw (the layout's D without record)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -774,7 +834,7 @@ class _Placed:
 
 def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_warmup, step_size, inverse_mass_matrix,
               thin, step_size_mode, target_acceptance_rate, chunk_size, sampler_options, reference, convergence,
-              numerics, observables=None, keep_draws=True) -> _Run:
+              numerics, observables=None, keep_draws=True, record=None) -> _Run:
     """Every argument of :func:`sample` checked, with a message naming it, before anything compiles."""
     kernel = make_kernel(sampler, sampler_options)
     check_policy(convergence)
@@ -799,6 +859,7 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
     checked = check_observables(observables, layout, dtype, initial_positions)
+    flat_record, record_dim = _check_record(record, layout, dtype, initial_positions, keep_draws)
     smc_reference = smc_tilt = None
     if smc is not None:
         smc_reference, smc_tilt = _tempering_split(logdensity_fn, reference, layout)
@@ -806,7 +867,8 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
     monitor = streaming.Monitor(num_chains, layout.dim, num_samples, checked)
     return _Run(sampler, kernel, smc, smc_reference, smc_tilt, layout, _FlatLogDensity(logdensity_fn, layout),
                 initial_positions, num_chains, dtype, num_samples, num_warmup, thin, chunk_size, step_size_mode,
-                target_acceptance_rate, step_size, inverse_mass_matrix, numerics, monitor, bool(keep_draws))
+                target_acceptance_rate, step_size, inverse_mass_matrix, numerics, monitor, bool(keep_draws),
+                flat_record, record_dim)
 
 
 def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
@@ -907,7 +969,7 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
     single = draws_per_chunk >= run.num_samples - draws.count
     whole = None
     if resident and not single:
-        whole = _new_trace(run.num_samples, run.num_chains, run.layout.dim, run.dtype, placed.sharding)
+        whole = _new_trace(run.num_samples, run.num_chains, run.record_dim, run.dtype, placed.sharding)
     pending = None
     first_draw = draws.count
     try:
@@ -917,11 +979,11 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
                 buffers = whole
             elif run.keep_draws:
                 buffers = (free_buffers.get(num_draws) or [
-                    _new_trace(num_draws, run.num_chains, run.layout.dim, run.dtype, placed.sharding)]).pop()
+                    _new_trace(num_draws, run.num_chains, run.record_dim, run.dtype, placed.sharding)]).pop()
             state, trace, stats, monitored = _run_chunk(
                 rng_key, state, monitored, np.int32(first_draw), placed.kernel, run.logdensity,  # NumPy scalars:
                 num_draws, run.thin, run.monitor, run.keep_draws, buffers,  # no eager dispatch (~0.6 ms each)
-                np.int32(first_draw if resident else 0))
+                np.int32(first_draw if resident else 0), run.record)
             if resident:
                 whole, trace = trace, None  # the chunk's rows are in the whole-run buffer: nothing to copy
             elif trace is not None:  # start the device-to-host copy now, so that it overlaps with the
@@ -983,7 +1045,8 @@ def _result(run: _Run, placed: _Placed, state, draws: "_HostDraws", stats_sum, m
         start_range=placed.start_range)
     return Samples(
         # Draw-major on the host; swapaxes is a view, so (chain, draw, ...) costs no copy.
-        positions=None if position is None else run.layout.unflatten_draws(np.swapaxes(position, 0, 1)),
+        positions=None if position is None else (np.swapaxes(position, 0, 1) if run.record is not None
+                                                 else run.layout.unflatten_draws(np.swapaxes(position, 0, 1))),
         logdensity=None if logdensity is None else np.swapaxes(logdensity, 0, 1),
         acceptance_rate=acceptance_rate,
         step_size=np.broadcast_to(to_host(state.parameters["step_size"]), (run.num_chains,)).copy(),

@@ -119,6 +119,8 @@ def run_identity(rng_key: PRNGKey, run: Any, placed: Any) -> dict[str, Any]:
     }
     if run.smc is not None:  # SMC chains start at particles tempered from the reference: another one, other draws
         identity["reference"] = target_fingerprint(run.smc_reference, layout.dim, dtype)
+    if run.record is not None:  # draws files of what record stores (absent without one: older checkpoints resume)
+        identity["record"] = target_fingerprint(run.record.fn, layout.dim, dtype)
     return identity
 
 
@@ -135,8 +137,9 @@ def _values_at(logdensity_fn, points):
 
 
 def target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:
-    """The log density at 8 fixed points (standard normals from a constant seed): a different target gives
-    different values, so a checkpoint of another target is refused whatever its settings."""
+    """A function of one position (the log density; ``sample``'s ``record``) at 8 fixed points (standard normals
+    from a constant seed): a different target gives different values, so a checkpoint of another target is
+    refused whatever its settings."""
     points = np.random.default_rng(20261123).standard_normal((8, dim)).astype(dtype)
     return fingerprint(to_host(_values_at(logdensity_fn, jnp.asarray(points))))
 

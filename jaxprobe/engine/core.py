@@ -167,11 +167,13 @@ def _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin, on_draw,
     return state, carry, outputs, stats
 
 
-def _write_draw(trace: Trace, draw: Array, kernel_state: Any) -> Trace:
-    """Kept draw ``draw`` written into row ``draw`` of the buffers (in place when they are donated)."""
+def _write_draw(trace: Trace, draw: Array, kernel_state: Any,
+                record: Callable[[Array], Array] | None = None) -> Trace:
+    """Kept draw ``draw`` written into row ``draw`` of the buffers (in place when they are donated): its
+    positions ``(C, D)``, or ``record`` of them ``(C, D')``."""
+    position = kernel_state.position if record is None else record(kernel_state.position)
     return Trace(
-        jax.lax.dynamic_update_index_in_dim(trace.position, kernel_state.position.astype(trace.position.dtype),
-                                            draw, 0),
+        jax.lax.dynamic_update_index_in_dim(trace.position, position.astype(trace.position.dtype), draw, 0),
         jax.lax.dynamic_update_index_in_dim(trace.logdensity,
                                             kernel_state.logdensity.astype(trace.logdensity.dtype), draw, 0))
 
@@ -257,9 +259,9 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     ``first_draw``: the index in the whole run of this call's first kept draw (``monitor.num_draws`` is
     the whole run's). ``trace``: buffers of ``num_draws`` or more rows (donated), this call's draws written
     from row ``trace_start`` on (a traced int: one program for every chunk of a run that writes one
-    whole-run buffer). ``record`` (with ``keep_draws`` and no ``trace``): what the trace keeps of each kept
-    draw's positions ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already
-    transformed (default: the positions themselves). Returns ``(state, trace or None, stats, monitored)``.
+    whole-run buffer). ``record`` (with ``keep_draws``): what the trace keeps of each kept draw's positions
+    ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already transformed (default:
+    the positions themselves); with ``trace``, one array ``(C, D')`` that the buffers' rows hold. Returns ``(state, trace or None, stats, monitored)``.
 
     Examples
     --------
@@ -278,21 +280,23 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     True
     """
     num_draws, thin = _check_draws(num_draws, thin)
-    if record is not None and (trace is not None or not keep_draws):
-        raise ValueError("record applies to the trace run_monitored stacks itself (keep_draws=True, trace=None)")
-    record = record if record is not None else (lambda position: position)
+    if record is not None and not keep_draws:
+        raise ValueError("record applies to kept draws (keep_draws=True)")
     fold = lambda carry, draw, ks: streaming.fold_draw(monitor, carry, first_draw + draw, ks.position,  # noqa: E731
                                                        ks.logdensity)
     if trace is not None:
-        _check_trace(trace, num_draws, state.kernel_state.position, at_least=True)
+        position = state.kernel_state.position
+        _check_trace(trace, num_draws, position if record is None else jax.eval_shape(record, position),
+                     at_least=True)
 
         def on_draw(carry, draw, ks):
             buffers, monitored = carry
-            return (_write_draw(buffers, trace_start + draw, ks), fold(monitored, draw, ks)), None
+            return (_write_draw(buffers, trace_start + draw, ks, record), fold(monitored, draw, ks)), None
 
         state, (trace, monitored), _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
                                                           on_draw, (trace, monitored))
         return state, trace, stats, monitored
+    record = record if record is not None else (lambda position: position)
     if keep_draws:
         state, monitored, (positions, logdensities), stats = _scan_draws(
             rng_key, state, kernel, logdensity_fn, num_draws, thin,
