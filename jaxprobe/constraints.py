@@ -332,6 +332,11 @@ class Restriction:
         # Safe stand-ins where a bound is absent, so no branch computes inf − inf (NaN gradients).
         self._low = np.where(self._has_low, free_low, 0.0)
         self._high = np.where(self._has_high, free_high, 1.0)
+        # The common layouts get their map alone: every branch of the general one is computed (and differentiated)
+        # for every feature at every step, which cost as much as a d = 50 MLP probe (generate at 1.8x sample).
+        self._unbounded = not (np.any(self._has_low) or np.any(self._has_high))
+        self._all_boxed = bool(np.all(self._has_low & self._has_high))
+        self._all_free = self.free_indices.size == self.dim  # no fixed feature, no one-hot group: x_free is x
 
     def _build_integers(self, gathered: _Gathered, is_fixed: np.ndarray) -> None:
         """Set the Integer features reported rounded (those not fixed), refusing one with no integer in bounds."""
@@ -414,14 +419,24 @@ class Restriction:
     def _free_forward(self, z: Array) -> tuple[Array, Array]:
         """Free elementwise coordinates and their log-Jacobian terms."""
         dtype = z.dtype
+        if self._unbounded:  # the identity
+            return z, jnp.zeros_like(z)
         low, high = self._low.astype(dtype), self._high.astype(dtype)
+        # One exp and one log1p per feature for every map below (each of jax.nn's sigmoid, log_sigmoid, softplus
+        # computes its own: the box's map and log-Jacobian cost twice as much written with them):
+        # e = exp(−|z|) ∈ (0, 1], σ(z) = 1/(1 + e) or e/(1 + e), log σ(±z) = min(±z, 0) − log1p(e).
+        e = jnp.exp(-jnp.abs(z))
+        log1p_e = jnp.log1p(e)
+        sigmoid = jnp.where(z >= 0, 1.0, e) / (1.0 + e)
+        two_sided = low + (high - low) * sigmoid
+        log_two_sided = jnp.log(high - low) - jnp.abs(z) - 2.0 * log1p_e  # log(high − low) + log σ(z) + log σ(−z)
+        if self._all_boxed:  # the logistic map alone
+            return two_sided, log_two_sided
         both = self._has_low & self._has_high
         only_low = self._has_low & ~self._has_high
         only_high = ~self._has_low & self._has_high
-        two_sided = low + (high - low) * jax.nn.sigmoid(z)
-        log_two_sided = jnp.log(high - low) + jax.nn.log_sigmoid(z) + jax.nn.log_sigmoid(-z)
-        softplus = jax.nn.softplus(z)
-        log_one_sided = jax.nn.log_sigmoid(z)  # d softplus / dz = sigmoid(z)
+        softplus = jnp.maximum(z, 0.0) + log1p_e
+        log_one_sided = jnp.minimum(z, 0.0) - log1p_e  # log σ(z) = log d softplus / dz
         x = jnp.where(both, two_sided, jnp.where(only_low, low + softplus, jnp.where(only_high, high - softplus, z)))
         log_jacobian = jnp.where(both, log_two_sided, jnp.where(only_low | only_high, log_one_sided, 0.0))
         return x, log_jacobian
@@ -441,6 +456,8 @@ class Restriction:
         if z.shape != (self.num_free,):
             raise ValueError(f"z must have shape ({self.num_free},), got {z.shape}")
         free, _ = self._free_forward(z[:self.free_indices.size])
+        if self._all_free:
+            return free
         x = jnp.asarray(self.fixed_values, z.dtype).at[self.free_indices].set(free)
         for columns, log_p in zip(self.groups, self._group_log_probabilities(z)):
             x = x.at[columns].set(jnp.exp(log_p))
@@ -460,7 +477,8 @@ class Restriction:
     def log_weight(self, z: Array) -> Array:
         """What the target adds in z-space: the log-Jacobian plus each group's
         Dirichlet relaxation prior ``Σ_k (α_k − 1) log x_k`` (together ``Σ_k α_k log x_k``)."""
-        value = jnp.sum(self._free_forward(z[:self.free_indices.size])[1])
+        value = (jnp.zeros((), z.dtype) if self._unbounded
+                 else jnp.sum(self._free_forward(z[:self.free_indices.size])[1]))
         for log_p, alpha in zip(self._group_log_probabilities(z), self._concentrations):
             value = value + jnp.sum(alpha.astype(z.dtype) * log_p)
         return value

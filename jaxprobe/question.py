@@ -341,6 +341,8 @@ class Question:
 
     def _target(self, z: Array) -> Array:
         """log p(z) = [−G(x)/τ + log prior(x)] at x = T(z) (:func:`jaxprobe.gibbs`) + the restriction's terms."""
+        if self.restriction.is_identity:  # x = z: the Gibbs density itself, with nothing added
+            return self._gibbs(z)
         return self._gibbs(self.restriction.forward(z)) + self.restriction.log_weight(z)
 
     # ---------------------------------------------------------------- starting points
