@@ -65,6 +65,7 @@ from jaxprobe.bench import throughput  # noqa: E402  (timing protocol, machine a
 from jaxprobe.benchmark.targets import mlp_probe  # noqa: E402  (the benchmarks' one target model)
 from jaxprobe import engine  # noqa: E402
 from jaxprobe.engine import api, core, streaming  # noqa: E402
+from jaxprobe._pointwise import map_points  # noqa: E402
 from jaxprobe.engine.numerics import default_numerics, with_numerics  # noqa: E402
 from jaxprobe.bench.throughput import Candidate, log, median_paired_ratio, time_interleaved, write_atomically  # noqa: E402
 
@@ -273,7 +274,11 @@ def engine_limit_call(kernel, logdensity, x0, num_samples: int, num_warmup: int,
         state, trace, stats = engine.run(key_sampling, state, kernel, logdensity, num_samples, thin)
         if to_answer is not None:
             trace = core.Trace(jax.vmap(jax.vmap(to_answer))(trace.position), trace.logdensity)
-        return trace, stats, None if extra is None else jax.vmap(jax.vmap(extra))(trace.position)
+        if extra is None:
+            return trace, stats, None
+        # map_points: in batches where XLA's CPU cliff needs them (G at 16,384 x 1,000 draws in one vmap is past it)
+        flat = trace.position.reshape((-1,) + trace.position.shape[2:])
+        return trace, stats, map_points(extra, flat).reshape(trace.position.shape[:2])
 
     key = jax.random.key(SEED) if key is None else key
 

@@ -68,6 +68,7 @@ class Config:
     num_warmup: int
     repetitions: int
     memory: bool
+    kinds: tuple[str, ...] = KINDS
 
 
 FULL = Config(chains=(256, 2048, 16384), thin10_max_chains=256, num_samples=1000, num_warmup=200, repetitions=5,
@@ -124,7 +125,7 @@ def limit_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmu
 def timing_section(config: Config, dim: int) -> list[dict[str, Any]]:
     rows = []
     for num_chains in config.chains:
-        for kind in KINDS:
+        for kind in config.kinds:
             for thin in (1, 10):
                 if thin > 1 and (num_chains > config.thin10_max_chains or kind != "generate"):
                     continue
@@ -165,7 +166,7 @@ def memory_section(config: Config, dim: int) -> list[dict[str, Any]]:
     the same with 20 draws, against its kept draws' bytes C × N × (d + 1) × 4."""
     rows = []
     for num_chains in config.chains:
-        for kind in KINDS:
+        for kind in config.kinds:
             for limit in (False, True) if num_chains == max(config.chains) else (False,):
                 log(f"memory: {'limit of ' if limit else ''}{kind} C={num_chains}")
                 spec = {"kind": kind, "limit": limit, "dim": dim, "num_chains": num_chains,
@@ -250,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dim", type=int, default=answer_speed.DIM, help="the probe's input dimension (default 50)")
     parser.add_argument("--chains", default=None, help="comma-separated chain counts (default 256,2048,16384)")
     parser.add_argument("--no-memory", action="store_true", help="skip the subprocess memory figures")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
@@ -262,6 +264,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         config = dataclasses.replace(config, chains=tuple(int(c) for c in args.chains.split(",")))
     if args.no_memory:
         config = dataclasses.replace(config, memory=False)
+    kinds = tuple(args.kinds.split(","))
+    if not kinds or any(kind not in KINDS for kind in kinds):
+        raise SystemExit(f"--kinds must be a comma-separated subset of {','.join(KINDS)}, got {args.kinds!r}")
+    config = dataclasses.replace(config, kinds=kinds)
     out_dir = args.out or os.environ.get("JAXPROBE_BENCH_RESULTS") or (
         tempfile.mkdtemp(prefix="front_ends-quick-") if args.quick else results_dir())
     started, other_work = time.perf_counter(), throughput.OtherWork()

@@ -1286,6 +1286,30 @@ def _probe_values(positions, probe_fn):
     return map_points(probe_fn, positions.reshape((-1,) + positions.shape[2:])).reshape(positions.shape[:2])
 
 
+#: Bytes of kept draws per block when a single-cell run's G is evaluated at every draw after the run.
+PROBE_BLOCK_BYTES = 32 * 2**20
+
+
+def _probe_values_by_block(positions: np.ndarray, probe_fn: Callable) -> np.ndarray:
+    """:func:`_probe_values` of host draws ``(C, N, d)``, a block of draws at a time (every block of one shape, the
+    last padded with its own last draw: one compiled program): only a block is copied to the device, where all
+    the draws at once held them two to three times over."""
+    num_chains, num_draws = positions.shape[:2]
+    per_draw = max(1, positions[:, :1].nbytes)
+    block = int(min(num_draws, max(1, PROBE_BLOCK_BYTES // per_draw)))
+    out = None
+    for start in range(0, num_draws, block):
+        stop = min(start + block, num_draws)
+        piece = positions[:, start:stop]
+        if stop - start < block:
+            piece = np.concatenate([piece, np.repeat(piece[:, -1:], block - (stop - start), axis=1)], axis=1)
+        values = np.asarray(_probe_values(jnp.asarray(piece), probe_fn))[:, :stop - start]
+        if out is None:
+            out = np.empty((num_chains, num_draws), values.dtype)
+        out[:, start:stop] = values
+    return out
+
+
 def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults, settings, prior, constraints, dim,
                 sampler_options, dtype, devices, identifier, index, group, progress, checkpoint=None,
                 keep_draws=True, observables=None, precision=None):
@@ -1327,7 +1351,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     samples = dataclasses.replace(samples, observables=observed or None, particle_observables=particles or None)
     probe_values = probe_subset = None
     if samples.positions is not None:
-        probe_values = np.asarray(_probe_values(jnp.asarray(samples.positions), question.probe.fn))
+        probe_values = _probe_values_by_block(samples.positions, question.probe.fn)
         chains, stride, num_subset = streaming.subset_plan(samples.num_chains, samples.num_draws)  # pooled runs too
         probe_subset = probe_values[chains][:, np.arange(1, num_subset + 1) * stride - 1]
     report = question.restriction.report if question.restriction.is_relaxed else None
