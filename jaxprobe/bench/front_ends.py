@@ -285,6 +285,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["total_seconds"] = time.perf_counter() - started
     results["summary"] = summary(results)
     name = "front_ends" if args.dim == answer_speed.DIM else f"front_ends.d{args.dim}"
+    if config.kinds != KINDS:  # some rows only: a record of their own beside the whole one
+        name += "." + "-".join(config.kinds)
     write_atomically(os.path.join(out_dir, f"{name}.json"), json.dumps(results, indent=2) + "\n")
     table = markdown(results)
     write_atomically(os.path.join(out_dir, f"{name}.md"), table)

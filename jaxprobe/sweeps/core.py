@@ -34,7 +34,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxprobe._compiles import Compiles
 from jaxprobe._inputs import check_int, check_number
 from jaxprobe._io import CorruptFileError, CorruptFileWarning, atomic_write, json_checksum_ok, json_with_checksum
-from jaxprobe._pointwise import map_points
+from jaxprobe._pointwise import batch_plan, map_points
 from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
@@ -1286,17 +1286,20 @@ def _probe_values(positions, probe_fn):
     return map_points(probe_fn, positions.reshape((-1,) + positions.shape[2:])).reshape(positions.shape[:2])
 
 
-#: Bytes of kept draws per block when a single-cell run's G is evaluated at every draw after the run.
-PROBE_BLOCK_BYTES = 32 * 2**20
+#: Values of G's largest intermediate per block when a single-cell run's G is evaluated at every kept draw after the
+#: run (16 MB in float32: an MLP with 64 hidden units takes 65,536 points a block).
+PROBE_BLOCK_VALUES = 2**22
 
 
 def _probe_values_by_block(positions: np.ndarray, probe_fn: Callable) -> np.ndarray:
-    """:func:`_probe_values` of host draws ``(C, N, d)``, a block of draws at a time (every block of one shape, the
-    last padded with its own last draw: one compiled program): only a block is copied to the device, where all
-    the draws at once held them two to three times over."""
+    """:func:`_probe_values` of host draws ``(C, N, d)``, a block of draws at a time, sized by G's largest
+    intermediate per point (:func:`jaxprobe._pointwise.batch_plan`); every block of one shape, the last padded with
+    its own last draw: one compiled program. All the draws at once held the kept draws 3-4 times over (their copy on
+    the device and G's hidden layers at every draw)."""
     num_chains, num_draws = positions.shape[:2]
-    per_draw = max(1, positions[:, :1].nbytes)
-    block = int(min(num_draws, max(1, PROBE_BLOCK_BYTES // per_draw)))
+    points = jax.ShapeDtypeStruct((num_chains * num_draws,) + positions.shape[2:], positions.dtype)
+    plan = batch_plan(probe_fn, points, max_values=PROBE_BLOCK_VALUES, min_points=0)
+    block = num_draws if plan is None else int(min(num_draws, max(1, plan[1] // num_chains)))
     out = None
     for start in range(0, num_draws, block):
         stop = min(start + block, num_draws)
