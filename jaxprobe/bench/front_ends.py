@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dim", type=int, default=answer_speed.DIM, help="the probe's input dimension (default 50)")
     parser.add_argument("--chains", default=None, help="comma-separated chain counts (default 256,2048,16384)")
     parser.add_argument("--no-memory", action="store_true", help="skip the subprocess memory figures")
+    parser.add_argument("--no-timing", action="store_true", help="skip the timed rows (memory figures only)")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "config": dataclasses.asdict(config) | {"dim": args.dim, "box": BOX, "seed": SEED, "temperature": TEMPERATURE},
         "code": {"start": answer_speed.code_state()}, "load_average": {"before": list(os.getloadavg())}}
     results["memory"] = memory_section(config, args.dim) if config.memory else []  # first: children start small
-    results["timing"] = timing_section(config, args.dim)
+    results["timing"] = [] if args.no_timing else timing_section(config, args.dim)
     results["load_average"]["after"] = list(os.getloadavg())
     results["code"]["end"] = answer_speed.code_state()
     results["other_work_cores"] = other_work.cores()

@@ -1235,6 +1235,14 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
 
+def _all_finite(positions: np.ndarray, block_values: int = 2**22) -> bool:
+    """Whether every kept draw ``(C, N, ...)`` is finite, a block of draws at a time: ``np.isfinite`` of all of them
+    at once made a temporary of a quarter of the draws' bytes."""
+    step = max(1, block_values // max(1, positions[:, :1].size))
+    return all(bool(np.isfinite(positions[:, start:start + step]).all())
+               for start in range(0, positions.shape[1], step))
+
+
 def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
                   group, report=None):
     """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
@@ -1245,7 +1253,7 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
     row = {"cell": identifier, "index": index, **cell}
     row.update({column: None for column in TABLE_COLUMNS})
     row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
-    if samples.positions is not None and not np.all(np.isfinite(samples.positions)):
+    if samples.positions is not None and not _all_finite(samples.positions):
         row.update(status="error", error="FloatingPointError: draws contain NaN or inf")
         return row, None
     verdict = samples.verdict

@@ -51,3 +51,16 @@ def test_without_draws_a_cell_needs_a_small_constant():
     chain_state_bytes = CHAINS * DIM * 4
     # 0.49 MB here (the subset folded, returned, and G at its draws; the chains' states); 1.22 MB before
     assert per_cell < 3 * subset_bytes + 64 * chain_state_bytes, (per_cell, subset_bytes, chain_state_bytes)
+
+
+def test_the_finite_check_of_kept_draws_reads_them_a_block_at_a_time():
+    """A cell whose kept draws hold a NaN or an inf anywhere is an error row; the check walks blocks of draws (no
+    temporary of the whole draws' size) and misses none, the last, short block included."""
+    from jaxprobe.sweeps.core import _all_finite
+
+    draws = np.zeros((7, 100, 3), np.float32)
+    assert _all_finite(draws, block_values=50)
+    for where, value in (((3, 97, 1), np.nan), ((0, 0, 0), np.inf), ((6, 99, 2), -np.inf)):
+        bad = draws.copy()
+        bad[where] = value
+        assert not _all_finite(bad, block_values=50), where
