@@ -60,6 +60,7 @@ import json
 import math
 import os
 import platform
+import resource
 import sys
 import time
 from typing import Any, Callable
@@ -882,21 +883,29 @@ def _system_busy_seconds() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (a benchmark's memory measurements run in
+    subprocesses: their work is the benchmark's, not other work)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 class OtherWork:
-    """How much CPU other processes used while this benchmark ran: system busy time minus our own.
+    """How much CPU other processes used while this benchmark ran: system busy time minus our own (this process's
+    and its finished subprocesses').
 
     The 1-minute load average cannot tell: on 2 cores this benchmark's own threads
     alone put it above 1. Reported in cores (0 = the machine was ours alone).
     """
 
     def __init__(self):
-        self.wall, self.own, self.system = time.perf_counter(), time.process_time(), _system_busy_seconds()
+        self.wall, self.own, self.system = time.perf_counter(), _own_cpu_seconds(), _system_busy_seconds()
 
     def cores(self) -> float | None:
         system = _system_busy_seconds()
         if system is None or self.system is None:
             return None
-        others = (system - self.system) - (time.process_time() - self.own)
+        others = (system - self.system) - (_own_cpu_seconds() - self.own)
         return max(0.0, others) / (time.perf_counter() - self.wall)
 
 
