@@ -256,6 +256,13 @@ class _FlatObservable:
         return isinstance(other, _FlatObservable) and self._key == other._key
 
 
+def _first_flat_position(initial_positions: Any, layout: _Layout, dtype: Any) -> jax.Array:
+    """The first chain's starting point, flat ``(D,)``, on which ``observables`` and ``record`` are checked (one
+    chain to the host, not all)."""
+    first = jax.tree.map(lambda leaf: np.asarray(leaf[0]), initial_positions)
+    return jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+
+
 def check_observables(observables: Any, layout: _Layout, dtype: Any,
                       initial_positions: Any) -> tuple[tuple[str, Any], ...]:
     """``observables`` (``{"name": fn}`` of one position) checked on the first chain's starting point, before
@@ -267,8 +274,7 @@ def check_observables(observables: Any, layout: _Layout, dtype: Any,
     if not isinstance(observables, dict):
         raise TypeError(f"observables must be a dict of name -> function of one position, got "
                         f"{type(observables).__name__}")
-    first = jax.tree.map(lambda leaf: np.asarray(leaf[0]), initial_positions)  # one chain to the host, not all
-    flat_first = jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+    flat_first = _first_flat_position(initial_positions, layout, dtype)
     checked = []
     for name in sorted(observables, key=str):
         fn = observables[name]
@@ -325,8 +331,7 @@ def _check_record(record: Any, layout: _Layout, dtype: Any, initial_positions: A
         raise TypeError(f"record must be a function of one position (or None), got {type(record).__name__}")
     if not keep_draws:
         raise ValueError("record says what each kept draw stores: it needs keep_draws=True")
-    first = jax.tree.map(lambda leaf: np.asarray(leaf[0]), initial_positions)
-    flat_first = jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+    flat_first = _first_flat_position(initial_positions, layout, dtype)
     flat_record = _FlatObservable(record, layout)
     try:
         shape = jax.eval_shape(flat_record, flat_first)
