@@ -129,6 +129,13 @@ def generate(
         in data space (as the sampler visits it: one-hot groups relaxed, integers not
         rounded), e.g. ``{"disagree": lambda x: model_a(x) != model_b(x)}``:
         ``samples.observables["disagree"].mean`` and ``.mcse``.
+    record
+        What each kept draw stores instead of x: a function of ONE x ``(d,)`` in data space (seen as the
+        observables see it) → a 1-D array ``(d',)``, applied on the device as each draw is written, e.g.
+        ``lambda x: jnp.append(x, G(x))`` keeps G's value beside every draw without evaluating it again
+        after the run. ``positions`` are then its values ``(chain, draw, d')`` (``report`` does not apply to
+        them); the verdict and the observables are the same with or without it. Not with a whole-run
+        sampler.
 
     precision
         Ask for a Monte-Carlo standard error instead of a run size: ``{"target": t, "mcse": ε}`` with
@@ -232,6 +239,13 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
     """
     rng_key = canonicalize_key(rng_key)
     whole_run = whole_run_sampler(sampler)
+    record = sample_options.pop("record", None)
+    if record is not None and not callable(record):
+        raise TypeError(f"record must be a function of one x (d,) in data space (or None), got "
+                        f"{type(record).__name__}")
+    if record is not None and whole_run is not None:
+        raise ValueError(f"record: sampler {sampler!r} runs the whole question itself and stores x; a record of "
+                         "each kept draw needs one of the engine's samplers")
     if whole_run is not None:  # a sampler that runs the whole question itself (jaxprobe.samplers)
         result = whole_run.sample_question(rng_key, question, num_chains=num_chains, num_samples=num_samples,
                                            init=init, num_warmup=num_warmup, dtype=dtype, **sample_options)
@@ -255,12 +269,16 @@ def answer(rng_key: Any, question: Question, *, num_chains: int, num_samples: in
                             f"{type(observables).__name__}")
         observables = {name: _InDataSpace(fn, question) if callable(fn) else fn for name, fn in observables.items()}
     # Each kept draw is stored in data space as it is written (record): the draws are held once, with no pass
-    # over them after the run (mapping them afterwards held them two to three times over).
+    # over them after the run (mapping them afterwards held them two to three times over). A record of x given
+    # by the caller sees x the same way.
+    if record is not None:
+        stored = _InDataSpace(record, question)
+    else:
+        stored = None if question.restriction.is_identity else _DataSpace(question)
     result = sample(key_sample, question.logdensity, z0, sampler=sampler, num_samples=num_samples,
-                    num_warmup=num_warmup, observables=observables,
-                    record=None if question.restriction.is_identity else _DataSpace(question), **sample_options)
+                    num_warmup=num_warmup, observables=observables, record=stored, **sample_options)
     positions = result.positions
-    if positions is not None and report == "valid" and question.restriction.is_relaxed:
+    if positions is not None and record is None and report == "valid" and question.restriction.is_relaxed:
         positions = question.restriction.report(positions)
     evidence_path = result.evidence_path
     if evidence_path is not None:  # stage λ of the tempering path is this question at temperature τ/λ
@@ -344,6 +362,9 @@ def _check_precision(precision: Any, num_chains: int, sampler: str, options: dic
     elif options.get("keep_draws", True) is False:
         raise ValueError("precision['target'] as a function needs the draws (keep_draws=False keeps none): pass it "
                          "as observables={'name': fn} and precision={'target': 'name', ...} instead")
+    elif options.get("record") is not None:
+        raise ValueError("precision['target'] as a function of x needs x stored (record stores something else): "
+                         "pass it as observables={'name': fn} and precision={'target': 'name', ...} instead")
     if options.get("checkpoint") is not None:
         raise ValueError("precision cannot be combined with checkpoint (each added run would need its own file)")
     return {"target": target, "mcse": mcse, "max_chains": max_chains}

@@ -38,7 +38,8 @@ from jaxprobe.types import Array
 
 __all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
            "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
-           "fold_draw", "finalize", "finishes_on_host", "stats_of_draws", "rank_statistics", "observed"]
+           "fold_draw", "finalize", "finishes_on_host", "stats_of_draws", "rank_statistics", "observed",
+           "sums_of_values"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
 DIAGNOSTIC_VALUES = 4096
@@ -517,6 +518,33 @@ def _drift(x: np.ndarray, flat: bool) -> np.ndarray:
         spread_last = np.nanstd(x[:, -quarter:], axis=(0, 1))
         growing = (spread_last >= SPREAD_GROWTH * spread_first) & (num_chains >= MIN_CHAINS_FOR_SPREAD)
     return moving & (flat | growing)
+
+
+def sums_of_values(values: Any, num_batches: int) -> ObservableSums:
+    """The :class:`ObservableSums` that :func:`fold_draw` would have folded in from an observable's value at
+    every kept draw, ``values`` ``(C, N, *shape)`` (host arrays): the same ``num_batches`` batches of draws
+    (:attr:`Monitor.num_batches` of the run), summed draw after draw in the values' own dtype as the scan
+    sums them. For a run that stores an observable's value with each draw (``record``): its estimate then
+    needs no second evaluation.
+
+    Examples
+    --------
+    >>> values = np.arange(12.0).reshape(2, 6)                  # 2 chains × 6 draws
+    >>> sums = sums_of_values(values, num_batches=3)            # batches of draws 0-1, 2-3, 4-5
+    >>> sums.sums.tolist(), sums.counts.tolist()                # (B, C) and (B,)
+    ([[1.0, 13.0], [5.0, 17.0], [9.0, 21.0]], [2, 2, 2])
+    >>> bool(float(observed(sums).mean) == values.mean())
+    True
+    """
+    values = np.asarray(values)
+    num_draws = values.shape[1]
+    if not 1 <= num_batches <= num_draws:
+        raise ValueError(f"num_batches must be in [1, {num_draws}] (the draws per chain), got {num_batches}")
+    batch = (np.arange(num_draws) * num_batches) // num_draws  # fold_draw's batch of each draw
+    starts = np.searchsorted(batch, np.arange(num_batches))
+    sums = np.add.reduceat(values, starts, axis=1)  # (C, B, *shape), in the values' dtype
+    counts = np.diff(np.append(starts, num_draws)).astype(np.int32)
+    return ObservableSums(np.moveaxis(sums, 1, 0), counts)
 
 
 def observed(sums: ObservableSums) -> Observed:

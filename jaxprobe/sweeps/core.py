@@ -259,7 +259,8 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
         state = core.init(kernel, logdensity, z0, parameters)
         initial_logdensity = state.kernel_state.logdensity
         state = core.prepare(key_warmup, state, kernel, logdensity, num_warmup, not fixed_step, target, shared)
-        probe_of_z, in_data_space, monitor = _cell_monitor(question, observables, num_chains, num_free, num_samples)
+        probe_of_z, in_data_space, monitor = _cell_monitor(question, observables, num_chains, num_free, num_samples,
+                                                           fold_probe=not keep_samples)
         if smc is not None:  # the particle groups (for every error bar) and the observables at the particles
             out["particle_groups"] = jnp.asarray(smc.groups(num_chains), jnp.int32)
             if in_data_space:
@@ -328,12 +329,16 @@ def _cell_start(question: Question, smc: Any, key_init: Any, key_sample: Any, nu
 
 
 def _cell_monitor(question: Question, observables: Sequence[tuple[str, Callable]], num_chains: int, num_free: int,
-                  num_samples: int) -> tuple[Callable, tuple[tuple[str, Callable], ...], streaming.Monitor]:
+                  num_samples: int, fold_probe: bool = True
+                  ) -> tuple[Callable, tuple[tuple[str, Callable], ...], streaming.Monitor]:
     """G and the ``observables`` (functions of x) as functions of the unconstrained z, and the streaming monitor
-    that folds them in as the chains run: ``(probe_of_z, observables_of_z, monitor)``."""
+    that folds them in as the chains run: ``(probe_of_z, observables_of_z, monitor)``. G is folded in as the
+    observable ``"probe"`` only if ``fold_probe``: a cell that keeps its draws stores G beside each of them
+    (:func:`_draw_recorder`) and sums those values after the run (:func:`_cell_row`), evaluating G once a draw."""
     probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
     in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
-    monitor = streaming.Monitor(num_chains, num_free, num_samples, (("probe", probe_of_z),) + in_data_space)
+    folded = (("probe", probe_of_z),) if fold_probe else ()
+    monitor = streaming.Monitor(num_chains, num_free, num_samples, folded + in_data_space)
     return probe_of_z, in_data_space, monitor
 
 
@@ -1168,6 +1173,23 @@ def _compile_group(rng_key, build_probe, probe_params, batched_axes, settings, b
     return (compiled, restricted), time.perf_counter() - tick
 
 
+class _ProbeBeside:
+    """``record`` of one x in data space: ``[x, G(x)]`` ``(d + 1,)``, so that a run stores G's value beside each
+    kept draw as it is drawn (equal for equal probes: an equal question asked again reuses its compiled run)."""
+
+    def __init__(self, probe: Probe):
+        self.probe = probe
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return jnp.concatenate([x, jnp.reshape(self.probe.fn(x), (1,)).astype(x.dtype)])
+
+    def __hash__(self) -> int:
+        return hash(("probe beside x", self.probe))
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _ProbeBeside) and self.probe == other.probe
+
+
 def _error_row(cell, identifier, index, message, group) -> dict[str, Any]:
     row = {"cell": identifier, "index": index, **cell}
     row.update({column: None for column in TABLE_COLUMNS})
@@ -1216,13 +1238,16 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         start_range=one.get("start_range"), num_groups=num_groups)
     observables = {name: estimates.streamed(sums, num_groups, group_log_evidence)
                    for name, sums in one["observable_sums"].items()}
-    probe = observables.pop("probe")
     particle_observables = None
     if "particle_values" in one:
         particle_observables = {name: estimates.particle_observed(values, num_groups, group_log_evidence)
                                 for name, values in one["particle_values"].items()}
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}
+    probe = observables.pop("probe", None)
+    if probe is None:  # G was stored beside each kept draw (not folded in): its sums, as the scan would fold them
+        probe = estimates.streamed(streaming.sums_of_values(chain_major["probe"], monitor.num_batches), num_groups,
+                                   group_log_evidence)
     samples = Samples(
         positions=chain_major["positions"], logdensity=chain_major["logdensity"], acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
@@ -1351,20 +1376,37 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
                    step_size_mode=settings["step_size_mode"], target_acceptance_rate=settings["target_acceptance_rate"],
                    sampler_options=sampler_options, devices=devices, progress=progress, report="relaxed",
                    convergence="ignore", checkpoint=checkpoint, numerics=settings["numerics"], keep_draws=keep_draws,
-                   observables={"probe": question.probe.fn, **(observables or {})})
+                   observables=dict(observables or {}))
+    # G once per kept draw: stored beside it as it is drawn (record), its mean and MCSE summed from those values.
+    # Folded in as an observable too (without draws it must be; with precision, the rule that ends the runs may
+    # read it), and evaluated again after the run, it cost 1.3-1.6x the limit (benchmarks/results/front_ends.md).
+    recorded = keep_draws and whole_run_sampler(settings["sampler"]) is None
+    if recorded:
+        options["record"] = _ProbeBeside(question.probe)
+    if not recorded or precision is not None:
+        options["observables"]["probe"] = question.probe.fn
     with Compiles() as compiling:
         if precision is None:
             samples = answer(key, question, **options)
         else:  # pooled runs of num_chains chains (checkpoint is None: _sweep_precision refused one)
             samples = _answer_to_precision(key, question, precision, options)
     seconds = time.perf_counter() - tick
-    observed = dict(samples.observables)
-    probe = observed.pop("probe")
+    observed = dict(samples.observables or {})
+    probe_values = probe_subset = None
+    if recorded:  # (C, N, d + 1): x, then G(x). G's values copied out once (C·N values: the sums, spread and
+        # quantiles below each read a strided view of every draw's row otherwise); x stays a view of the buffer.
+        probe_values = np.ascontiguousarray(samples.positions[..., -1])
+        samples = dataclasses.replace(samples, positions=samples.positions[..., :-1])
+    elif samples.positions is not None:  # a whole-run sampler stores x only
+        probe_values = _probe_values_by_block(samples.positions, question.probe.fn)
+    probe = observed.pop("probe", None)
+    if probe is None:
+        num_batches = streaming.Monitor(samples.num_chains, 1, samples.num_draws).num_batches
+        probe = estimates.streamed(streaming.sums_of_values(probe_values, num_batches), samples.num_groups,
+                                   samples.group_log_evidence)
     particles = {name: value for name, value in (samples.particle_observables or {}).items() if name != "probe"}
     samples = dataclasses.replace(samples, observables=observed or None, particle_observables=particles or None)
-    probe_values = probe_subset = None
-    if samples.positions is not None:
-        probe_values = _probe_values_by_block(samples.positions, question.probe.fn)
+    if probe_values is not None:
         chains, stride, num_subset = streaming.subset_plan(samples.num_chains, samples.num_draws)  # pooled runs too
         probe_subset = probe_values[chains][:, np.arange(1, num_subset + 1) * stride - 1]
     report = question.restriction.report if question.restriction.is_relaxed else None

@@ -97,3 +97,45 @@ def test_bad_record_is_refused_by_name_before_compiling(compile_counter, kwargs,
         with pytest.raises(error, match=match):
             jaxprobe.sample(0, std_normal, starts, **dict(OPTIONS, **kwargs))
     assert compile_counter.count == 0
+
+
+def test_generate_records_a_function_of_x_beside_the_same_answer(compile_counter):
+    """generate(record=fn): fn sees x in data space (here in a box), and stores [x, G(x)] of each kept draw: x is
+    generate's own answer bit for bit, G(x) its value there; log densities, verdict and observables unchanged; asked
+    again it compiles nothing."""
+    from jaxprobe import constraints, priors, probes
+
+    risky = probes.prediction_risky(lambda x: jax.nn.sigmoid(x @ jnp.array([2.0, -1.0, 0.5])), alpha=0.5)
+    options = dict(temperature=0.05, num_chains=8, prior=priors.StandardNormal(), dim=3,
+                   constraints=[constraints.Box(-1.0, 1.0)], observables={"x0": lambda x: x[0]}, **OPTIONS)
+    beside = lambda x: jnp.append(x, risky(x))  # noqa: E731
+
+    plain = jaxprobe.generate(0, risky, **options)
+    recorded = jaxprobe.generate(0, risky, record=beside, **options)
+    assert recorded.positions.shape == (8, 30, 4)
+    np.testing.assert_array_equal(recorded.positions[..., :3], plain.positions)
+    values = np.asarray(jax.vmap(jax.vmap(risky))(jnp.asarray(plain.positions)))
+    np.testing.assert_allclose(recorded.positions[..., 3], values, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(recorded.logdensity, plain.logdensity)
+    assert recorded.verdict.max_rhat == plain.verdict.max_rhat
+    assert recorded.observables["x0"].mean == plain.observables["x0"].mean
+    with compile_counter:
+        jaxprobe.generate(0, risky, record=beside, **options)
+    assert compile_counter.count == 0
+
+
+def test_generate_refuses_a_record_it_cannot_honour_by_name(compile_counter):
+    """Not callable; with a whole-run sampler (it stores x itself); with a precision target that is a function of
+    x (x is not stored): each a clear error before anything compiles."""
+    from jaxprobe import priors, probes
+
+    options = dict(temperature=1.0, num_chains=8, prior=priors.StandardNormal(), dim=2, **OPTIONS)
+    G = probes.localize(jnp.zeros(2))
+    with compile_counter:
+        with pytest.raises(TypeError, match="record must be a function"):
+            jaxprobe.generate(0, G, record="x", **options)
+        with pytest.raises(ValueError, match="record: sampler 'tree_gibbs' runs the whole question"):
+            jaxprobe.generate(0, G, record=jnp.exp, **dict(options, sampler="tree_gibbs"))
+        with pytest.raises(ValueError, match="precision.*record stores something else"):
+            jaxprobe.generate(0, G, record=jnp.exp, precision={"target": lambda x: x, "mcse": 0.1}, **options)
+    assert compile_counter.count == 0

@@ -59,3 +59,32 @@ def test_string_and_engine_static_axes_select_what_they_name():
     assert len({tuple(np.round(m, 6)) for m in means}) == 5
     # The model axis moves the draws to that model's centre (x₀ = -2 vs +2, unit spread).
     assert means[0][0] < -1.0 and means[1][0] > 1.0
+
+
+def test_one_cell_evaluates_G_once_per_kept_draw(monkeypatch):
+    """A one-cell sweep stores G(x) beside each kept draw as it is drawn: no pass over the draws afterwards (the
+    post-run evaluation is made to fail here), G's mean and MCSE summed from those values equal the same cell's
+    without draws (G folded in during the run, the same draws), and the spread columns are those of G at the
+    stored draws."""
+    from jaxprobe.sweeps import core
+
+    def no_second_pass(*args, **kwargs):
+        raise AssertionError("G was evaluated again at every kept draw after the run")
+
+    monkeypatch.setattr(core, "_probe_values_by_block", no_second_pass)
+    options = dict(temperature=0.5, num_chains=16, num_samples=100, num_warmup=100, dim=2, progress=False,
+                   convergence="ignore")
+    kept = jaxprobe.sweep(4, Probe(_quadratic), {"temperature": [0.5]}, **options)
+    bare = jaxprobe.sweep(4, Probe(_quadratic), {"temperature": [0.5]}, keep_draws=False, **options)
+    row, row_bare = kept.rows[0], bare.rows[0]
+    assert row["status"] == row_bare["status"] == "ok", (row["error"], row_bare["error"])
+    assert kept.samples[0].positions.shape == (16, 100, 2) and bare.samples[0].positions is None
+    assert row["probe_mean"] == pytest.approx(row_bare["probe_mean"], rel=1e-6)
+    assert row["probe_mcse"] == pytest.approx(row_bare["probe_mcse"], rel=1e-5) and row["probe_mcse"] > 0
+    values = np.asarray(jax.vmap(jax.vmap(_quadratic))(jnp.asarray(kept.samples[0].positions)))
+    assert row["probe_mean"] == pytest.approx(values.mean(), rel=1e-5)
+    assert row["probe_median"] == pytest.approx(np.median(values), rel=1e-5)
+    assert row["probe_max"] == pytest.approx(values.max(), rel=1e-5)
+    assert row["probe_sd"] == pytest.approx(values.std(ddof=1), rel=1e-4)
+    # E[G] = E|x - 1|² = d·τ/2 for the Gibbs density exp(−G/τ) (flat prior): within 4 MCSE
+    assert abs(row["probe_mean"] - 2 * 0.5 / 2) < 4 * row["probe_mcse"]
