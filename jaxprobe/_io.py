@@ -84,9 +84,23 @@ class CorruptFileWarning(UserWarning):
 
 def crc32(array: Any) -> int:
     """CRC32 (``zlib.crc32``) of an array's bytes in C order (its values, not its shape or dtype: those are
-    checked beside it). Why CRC32: see this module's docstring."""
-    array = np.ascontiguousarray(array)
-    return zlib.crc32(array.reshape(-1).view(np.uint8)) if array.size else 0
+    checked beside it). Why CRC32: see this module's docstring. A non-contiguous array (draws that are a view of
+    a wider buffer) is read a block of leading rows at a time: a contiguous copy of all of it would hold its bytes
+    twice."""
+    array = np.asarray(array)
+    if array.size == 0:
+        return 0
+    if array.flags.c_contiguous or array.ndim == 0:
+        return zlib.crc32(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    rows = max(1, _CRC_BLOCK_BYTES // max(1, array[0].nbytes))
+    checksum = 0
+    for start in range(0, len(array), rows):  # C order: the leading rows' bytes one after another
+        checksum = zlib.crc32(np.ascontiguousarray(array[start:start + rows]).reshape(-1).view(np.uint8), checksum)
+    return checksum
+
+
+#: Bytes copied at a time when :func:`crc32` reads a non-contiguous array.
+_CRC_BLOCK_BYTES = 2**24
 
 
 def free_bytes(folder: str) -> int | None:

@@ -15,6 +15,11 @@ the same transitions on both sides and their draws compared), and their peak mem
 - *sweep cell*: ``jaxprobe.sweep(SEED, G, {"temperature": [τ]}, ...)`` with its draws kept (one cell: the
   path ``sweep`` takes for a single cell; each cell also evaluates G at every kept draw for its results' probe
   column) against the limit with the cell's key ``fold_in(key, 0)`` that evaluates G at every kept draw too;
+- *jaxprobe run*: ``run_config(config, out=folder)``, what ``jaxprobe run`` does once its file is read (a one-cell
+  sweep checkpointed into the folder, then ``samples.npz``, ``samples_original_units.npz``, ``summary.json``), on
+  :data:`RUN_CONFIG`'s question (breast-cancer data, d = 30, an MLP fitted from the file) against the limit of
+  that question with the cell's key, G at every kept draw; the files are part of the answer it times, not of the
+  limit;
 - *memory*: peak resident memory of each front end's second call against its kept draws' bytes
   (``answer_speed.measure_call_twice``: the rise over the resident size it started from).
 
@@ -55,9 +60,33 @@ from jaxprobe.benchmark.targets import mlp_probe
 #: The box of the constrained rows: wide enough that the answer is the unconstrained one's (|x| ≤ 5 under N(0, I)),
 #: so the rows differ only by the map z ↦ x and its log-Jacobian.
 BOX = 5.0
-KINDS = ("generate", "generate_box", "sweep_cell")
+KINDS = ("generate", "generate_box", "sweep_cell", "run")
 LABELS = {"generate": "generate", "generate_box": f"generate, Box(−{BOX:g}, {BOX:g})",
-          "sweep_cell": "sweep, one cell"}
+          "sweep_cell": "sweep, one cell", "run": "jaxprobe run (run_config)"}
+#: The ``run`` rows' configuration: what ``jaxprobe run`` reads from a file (its question is the data set's, not the
+#: benchmark MLP's: d = 30 standardized features of scikit-learn's bundled breast-cancer data, the classifier an
+#: MLP fitted by scikit-learn from the file, G = |P(malignant | x) − 0.5|²).
+RUN_CONFIG = """
+[data]
+name = "breast_cancer"
+[model]
+kind = "mlp"
+[probe]
+type = "prediction_risky"
+alpha = 0.5
+[prior]
+kind = "standard_normal"
+[sampler]
+name = "mala"
+temperature = {temperature}
+num_chains = {num_chains}
+num_samples = {num_samples}
+num_warmup = {num_warmup}
+thin = {thin}
+seed = {seed}
+[output]
+plots = false
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +120,59 @@ def question_and_probe(kind: str, dim: int) -> tuple[Any, Any]:
     return jaxprobe.Question(probe, TEMPERATURE, jaxprobe.priors.StandardNormal(), box, dim), probe
 
 
+@functools.lru_cache(maxsize=None)
+def run_setup(num_chains: int, num_samples: int, num_warmup: int, thin: int) -> tuple[Any, Any]:
+    """``(config, question)`` of the ``run`` rows: the parsed :data:`RUN_CONFIG` and the question ``jaxprobe run``
+    asks of it (its model fitted once per process, as :class:`jaxprobe.sweeps.from_config.Prepared` caches it)."""
+    from jaxprobe.config import parse_config
+    from jaxprobe.sweeps.from_config import Prepared, build_problem
+
+    config = parse_config(RUN_CONFIG.format(temperature=TEMPERATURE, num_chains=num_chains, num_samples=num_samples,
+                                            num_warmup=num_warmup, thin=thin, seed=SEED))
+    problem = build_problem(Prepared(config), config.sections, {})
+    return config, jaxprobe.Question(problem.probe, TEMPERATURE, problem.prior, problem.constraints, problem.dim)
+
+
+def kind_dim(kind: str, dim: int) -> int:
+    """d of a row's question: the data set's 30 features for ``run``, else ``dim``."""
+    return RUN_DIM if kind == "run" else dim
+
+
+def kept_values(kind: str) -> int:
+    """Values kept per draw beside its d coordinates: its log density, and for a sweep cell (``run`` too) G's value,
+    which the cell keeps with every draw for its table's spread and quantiles (its limit keeps it too)."""
+    return 2 if kind in ("sweep_cell", "run") else 1
+
+
+#: d of the ``run`` rows' data set (breast cancer).
+RUN_DIM = 30
+
+
+class _RunOutput:
+    """What ``run_config`` left in its folder, read only when the benchmark looks (after the untimed first call):
+    the ``Samples`` of ``samples.npz``."""
+
+    def __init__(self, out: str):
+        self.out = out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(jaxprobe.Samples.load(os.path.join(self.out, "samples.npz")), name)
+
+
 def front_end_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmup: int,
                    thin: int) -> Callable[[], Any]:
     """The user's call, exactly, returning its :class:`jaxprobe.Samples` (draws on the host)."""
+    if kind == "run":  # jaxprobe run's work after parsing the file: sample, summarize, write its files
+        from jaxprobe.sweeps.from_config import run_config
+
+        config, _ = run_setup(num_chains, num_samples, num_warmup, thin)
+        out = tempfile.mkdtemp(prefix="jaxprobe-bench-run-")
+
+        def call():
+            run_config(config, out=out, progress=False)
+            return _RunOutput(out)
+
+        return call
     question, probe = question_and_probe(kind, dim)
     options = dict(prior=jaxprobe.priors.StandardNormal(), dim=dim, num_chains=num_chains, sampler="mala",
                    num_samples=num_samples, num_warmup=num_warmup, thin=thin, progress=False, convergence="ignore")
@@ -110,14 +189,17 @@ def limit_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmu
     """The limit doing the front end's transitions: its starting points and keys (``generate``: ``split(key)`` →
     initial positions, the run's key; a sweep cell: the same from ``fold_in(key, 0)``, and G at every kept draw, which
     the cell's results report), draws in data space."""
-    question, _ = question_and_probe(kind, dim)
+    if kind == "run":
+        _, question = run_setup(num_chains, num_samples, num_warmup, thin)
+    else:
+        question, _ = question_and_probe(kind, dim)
     key = jax.random.key(SEED)
-    if kind == "sweep_cell":
+    if kind in ("sweep_cell", "run"):  # jaxprobe run is a one-cell sweep
         key = jax.random.fold_in(key, 0)
     key_init, key_sample = jax.random.split(key)
     z0 = np.asarray(question.initial_positions(key_init, num_chains))
     to_answer = None if question.restriction.is_identity else question.to_data
-    extra = question.probe.fn if kind == "sweep_cell" else None  # G at every kept draw, as the cell's results have it
+    extra = question.probe.fn if kind in ("sweep_cell", "run") else None  # G at every kept draw, as a cell reports
     return engine_limit_call(as_sample_runs(engine.MALA()), question.logdensity, z0, num_samples, num_warmup, thin,
                              key=key_sample, to_answer=to_answer, extra=extra)
 
@@ -163,7 +245,7 @@ def child_main(spec: dict[str, Any]) -> None:
 
 def memory_section(config: Config, dim: int) -> list[dict[str, Any]]:
     """Each front end's (and at the largest C the limit's) second call's rise of the peak resident memory, less
-    the same with 20 draws, against its kept draws' bytes C × N × (d + 1) × 4."""
+    the same with 20 draws, against its kept draws' bytes (:func:`kept_values`)."""
     rows = []
     for num_chains in config.chains:
         for kind in config.kinds:
@@ -173,7 +255,7 @@ def memory_section(config: Config, dim: int) -> list[dict[str, Any]]:
                         "num_warmup": config.num_warmup}
                 full = answer_speed.run_child(spec | {"num_samples": config.num_samples}, "jaxprobe.bench.front_ends")
                 base = answer_speed.run_child(spec | {"num_samples": 20}, "jaxprobe.bench.front_ends")
-                draws_bytes = num_chains * config.num_samples * (dim + 1) * 4
+                draws_bytes = num_chains * config.num_samples * (kind_dim(kind, dim) + kept_values(kind)) * 4
                 rises = full.get("rise_second_kb"), base.get("rise_second_kb")
                 ratio = (None if None in rises else (rises[0] - rises[1]) * 1024.0 / draws_bytes)
                 rows.append({"kind": kind, "limit": limit, "num_chains": num_chains, "draws_bytes": draws_bytes,
@@ -213,7 +295,11 @@ def markdown(results: dict[str, Any]) -> str:
              "then `np.asarray`) started where the front end starts, with its keys: the same transitions (the "
              "*identical draws* column compares 32 chains). The box rows store x = T(z) (the limit maps its draws "
              "inside its jit). A sweep cell also evaluates G at every kept draw (its results' probe column), and so "
-             "does its limit. "
+             "does its limit. *jaxprobe run* rows time `run_config` (what the command does after reading its file) "
+             f"on their own question: {RUN_DIM} standardized features of the bundled breast-cancer data, an MLP "
+             "classifier fitted from the file (once per process), G = |P(malignant | x) − 0.5|², the same τ, prior, "
+             "sampler and sizes; the run writes a checkpoint as it goes, then `samples.npz`, "
+             "`samples_original_units.npz` and `summary.json`, which the limit does not. "
              f"Interleaved, {config['repetitions']} repetitions after an untimed first call; ratio = min time / "
              "min time (median paired wall and CPU ratios in brackets).", "",
              "| front end | C | thin | limit s | front end s | ratio | (median paired) | (CPU) | target | | "
@@ -229,7 +315,9 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", "## Peak resident memory", "",
                   "Each figure from a fresh subprocess that makes the call twice: the second call's rise of the peak "
                   "over the resident size it started from (the heap trimmed, the peak reset), less the same with 20 "
-                  "draws, against the kept draws' bytes C × N × (d + 1) × 4.", "",
+                  "draws, against the kept draws' bytes C × N × (d + 1) × 4: coordinates and log density, and for a "
+                  "sweep cell and `jaxprobe run` also G's value, which they keep with each draw for the table's spread "
+                  "and quantiles (C × N × (d + 2) × 4; their limit keeps it too).", "",
                   "| call | C | draws MB | rise MB | rise with 20 draws MB | (rise − 20-draw rise) / draws | target | |",
                   "|---|---:|---:|---:|---:|---:|---:|:---:|"]
         for row in results["memory"]:

@@ -520,12 +520,12 @@ def _drift(x: np.ndarray, flat: bool) -> np.ndarray:
     return moving & (flat | growing)
 
 
-def sums_of_values(values: Any, num_batches: int) -> ObservableSums:
+def sums_of_values(values: Any, num_batches: int, dtype: Any = None) -> ObservableSums:
     """The :class:`ObservableSums` that :func:`fold_draw` would have folded in from an observable's value at
     every kept draw, ``values`` ``(C, N, *shape)`` (host arrays): the same ``num_batches`` batches of draws
     (:attr:`Monitor.num_batches` of the run), summed draw after draw in the values' own dtype as the scan
-    sums them. For a run that stores an observable's value with each draw (``record``): its estimate then
-    needs no second evaluation.
+    sums them, or in ``dtype`` (accumulated in it, no converted copy of the values). For a run that stores an
+    observable's value with each draw (``record``): its estimate then needs no second evaluation.
 
     Examples
     --------
@@ -542,7 +542,7 @@ def sums_of_values(values: Any, num_batches: int) -> ObservableSums:
         raise ValueError(f"num_batches must be in [1, {num_draws}] (the draws per chain), got {num_batches}")
     batch = (np.arange(num_draws) * num_batches) // num_draws  # fold_draw's batch of each draw
     starts = np.searchsorted(batch, np.arange(num_batches))
-    sums = np.add.reduceat(values, starts, axis=1)  # (C, B, *shape), in the values' dtype
+    sums = np.add.reduceat(values, starts, axis=1, dtype=dtype)  # (C, B, *shape)
     counts = np.diff(np.append(starts, num_draws)).astype(np.int32)
     return ObservableSums(np.moveaxis(sums, 1, 0), counts)
 

@@ -1268,10 +1268,28 @@ def _all_finite(positions: np.ndarray, block_values: int = 2**22) -> bool:
                for start in range(0, positions.shape[1], step))
 
 
+def _spread(values: np.ndarray, block: int = 2**20) -> dict[str, float]:
+    """G's spread over the kept draws, ``values`` ``(C, N)`` (scratch: reordered in place), with temporaries of at
+    most ``block`` values: the sd by a float64 sum of squared deviations block by block, then the quantiles by
+    partitioning ``values`` themselves. ``values.std()`` and ``np.quantile`` each held a copy of every draw's value
+    (at d = 2 G's values are a third of the draws' bytes: the cell held 2.0x its draws, benchmarks/results/
+    front_ends.d2.sweep_cell.md)."""
+    flat = values.reshape(-1)  # a view of the contiguous scratch copy; a copy of a strided view
+    mean = flat.mean(dtype=np.float64)
+    squares = sum(float(np.sum((flat[start:start + block].astype(np.float64) - mean) ** 2))
+                  for start in range(0, flat.size, block))
+    sd = float(np.sqrt(squares / (flat.size - 1))) if flat.size > 1 else 0.0
+    low, high = float(flat.min()), float(flat.max())
+    quantiles = np.quantile(flat, [0.05, 0.5, 0.95], overwrite_input=True)  # partitions flat in place
+    return dict(probe_sd=sd, probe_min=low, probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
+                probe_q95=float(quantiles[2]), probe_max=high)
+
+
 def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
                   group, report=None):
     """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
-    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``; empty without kept draws), R̂ and
+    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``, scratch: :func:`_spread` reorders them;
+    None without kept draws), R̂ and
     ESS of G on the diagnostic subset (``probe_subset`` ``(C_sub, S)``, the draws the verdict's
     rank-normalized statistics use); the stored positions are then ``report``-ed (valid one-hot vectors,
     integers) as generate reports them."""
@@ -1297,13 +1315,7 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
     for name, estimate in (samples.observables or {}).items():  # each observable's value with its error beside it
         row.update(_observable_columns(name, estimate))
     if probe_values is not None:
-        # In G's own dtype: a float64 copy of every draw's value (and float64 temporaries of the spread and the
-        # quantiles' partition) held 2-3x those values more, a third of the draws' bytes at d = 2.
-        values = np.asarray(probe_values)
-        quantiles = np.quantile(values, [0.05, 0.5, 0.95])
-        row.update(probe_sd=float(values.std(ddof=1)) if values.size > 1 else 0.0, probe_min=float(values.min()),
-                   probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]), probe_q95=float(quantiles[2]),
-                   probe_max=float(values.max()))
+        row.update(_spread(probe_values))
     if probe_subset is not None and np.shape(probe_subset)[1] >= 4:
         ranked = rank_diagnostics(np.asarray(probe_subset, np.float64)[None, :, :, None])
         row.update(probe_rhat=_finite_or_none(ranked.rhat[0, 0]), probe_ess_bulk=_finite_or_none(ranked.ess_bulk[0, 0]))

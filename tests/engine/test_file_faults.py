@@ -420,3 +420,17 @@ def test_damaged_sweep_cell_runs_again(tmp_path):
         for a, b in zip(whole.samples, again.samples):
             np.testing.assert_array_equal(a.positions, b.positions)
         jaxprobe.Samples.load(samples_path)  # the cell's file is whole again
+
+
+def test_crc32_of_a_view_is_that_of_its_bytes_in_c_order(monkeypatch):
+    """Draws that are a view of a wider buffer (x beside G(x)) are checksummed a block of rows at a time, to the
+    same CRC32 as their contiguous bytes, whatever the block (a block smaller than one row included)."""
+    import zlib
+
+    wide = np.random.default_rng(3).normal(size=(7, 5, 4)).astype(np.float32)
+    view = wide[..., :3]
+    expected = zlib.crc32(np.ascontiguousarray(view).tobytes())
+    for block_bytes in (1, 60, 130, 2**24):
+        monkeypatch.setattr(_io, "_CRC_BLOCK_BYTES", block_bytes)
+        assert _io.crc32(view) == expected
+    assert _io.crc32(wide) == zlib.crc32(wide.tobytes()) and _io.crc32(np.zeros((0, 3))) == 0

@@ -178,6 +178,10 @@ def kept(tmp_path_factory):
 def test_with_draws_the_answer_is_unchanged_and_the_observables_equal_it(kept):
     config, summary, samples, x = kept
     prepared = Prepared(config)
+    flat = x.reshape(-1, x.shape[-1])
+    for i, feature in enumerate(summary["features_original_units"].values()):  # mapped from standardized units
+        assert feature["mean"] == pytest.approx(float(flat[:, i].mean()), rel=1e-5, abs=1e-6)
+        assert feature["sd"] == pytest.approx(float(flat[:, i].std()), rel=1e-4)
     answer, observed = summary["answer"], summary["answer"]["observables"]
     assert list(observed) == ALL and summary["keep_draws"] is True and "notes" not in answer
     disagree, classes = _fractions(prepared, samples.positions)
@@ -216,9 +220,17 @@ def test_without_draws_the_answer_comes_from_the_observables_of_the_same_chains(
     assert answer["observables"]["disagree"]["mean"] == pytest.approx(disagree, abs=1e-6)
     assert list(answer["predicted_class_fractions"].values()) == pytest.approx(classes, abs=1e-6)
     assert answer["test_set_disagreement_rate"] == with_draws["answer"]["test_set_disagreement_rate"]
+    # and their errors: with draws the summary sums the kept draws into the batches the run folds them into (one
+    # estimator either way: batch means), so the two answers carry the same error bars.
+    assert answer["fraction_of_samples_where_models_disagree_mcse"] == pytest.approx(
+        with_draws["answer"]["fraction_of_samples_where_models_disagree_mcse"], rel=1e-5)
+    assert list(answer["predicted_class_fractions_mcse"].values()) == pytest.approx(
+        list(with_draws["answer"]["predicted_class_fractions_mcse"].values()), rel=1e-5)
     means = x.reshape(-1, x.shape[-1]).mean(axis=0)
+    kept_features = list(with_draws["features_original_units"].values())
     for i, feature in enumerate(summary["features_original_units"].values()):
         assert feature["mean"] == pytest.approx(float(means[i]), rel=1e-5, abs=1e-6)
+        assert feature["mcse"] == pytest.approx(kept_features[i]["mcse"], rel=1e-4)
         assert "sd" not in feature
     assert answer["observables"]["probe"]["mean"] == pytest.approx(with_draws["probe_value"]["mean"], rel=1e-6)
     assert summary["verdict"] == with_draws["verdict"]
@@ -249,3 +261,14 @@ def test_without_draws_a_field_whose_observable_was_not_asked_for_is_named_in_th
     assert 'predicted_class_fractions needs the draws: add "predicted_class"' in notes
     assert 'features_original_units mean needs the draws: add "features"' in notes
     assert all(set(feature) == {"data_mean"} for feature in summary["features_original_units"].values())
+
+
+def test_the_same_file_run_again_compiles_nothing(kept, tmp_path, compile_counter):
+    """run_config twice in one process (a notebook, a script looping over files): the second run builds an equal
+    question (the fitted model cached, P(class 1) and the cell's problem keyed by it) and reuses every program,
+    the summary's model outputs included, with the same answer."""
+    config, summary, _, _ = kept
+    with compile_counter:
+        again = run_config(config, out=str(tmp_path), progress=False)
+    assert compile_counter.count == 0
+    assert again["answer"] == summary["answer"] and again["probe_value"] == summary["probe_value"]
