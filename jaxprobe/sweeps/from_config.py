@@ -9,11 +9,13 @@ so a sweep over them is one compiled program.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import time
 import warnings
+import zipfile
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -819,14 +821,14 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     x = None
     if keep_draws:
         z = samples.positions
-        x = np.empty(z.shape, z.dtype)  # chains a block at a time: unstandardize's float64 temporaries stay small
-        for start in range(0, len(z), _CHAIN_BLOCK):
-            x[start:start + _CHAIN_BLOCK] = prepared.dataset.unstandardize(z[start:start + _CHAIN_BLOCK])
-        atomic_write(original_units,
-                     lambda stream: np.savez(stream, x=x, feature_names=np.asarray(prepared.dataset.feature_names)))
+        atomic_write(original_units, lambda stream: _write_original_units(stream, z, prepared.dataset))
+        if output["plots"]:  # the figure's histograms need x in memory (a block at a time: small temporaries)
+            x = np.empty(z.shape, z.dtype)
+            for start in range(0, len(z), _CHAIN_BLOCK):
+                x[start:start + _CHAIN_BLOCK] = prepared.dataset.unstandardize(z[start:start + _CHAIN_BLOCK])
     elif is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
         os.unlink(original_units)
-    summary = _summary(prepared, config, samples, row, x)
+    summary = _summary(prepared, config, samples, row, keep_draws)
     summary["seconds"] = time.perf_counter() - started
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
                  binary=False)
@@ -908,15 +910,15 @@ def _with_nones(value: Any) -> Any:
 _DRAWS_ONLY_PROBE_VALUES = ("sd", "min", "q05", "median", "q95", "max")
 
 
-def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarray | None) -> dict[str, Any]:
-    """The run's summary; ``x`` the kept draws in original units, or None (``keep_draws = false``: the answer's
-    fields that need draws come from the observables, and ``answer["notes"]`` names those not asked for)."""
+def _summary(prepared: Prepared, config: Config, samples, row: dict, keep_draws: bool) -> dict[str, Any]:
+    """The run's summary, from the kept draws of ``samples`` where ``keep_draws``, else from the observables (the
+    answer's fields that need draws come from them, and ``answer["notes"]`` names those not asked for)."""
     observed = _observed(samples, row, config.sections["output"]["observables"])
     notes: list[str] = []
-    answer = _answer(prepared, config, samples, observed, x is not None, notes)
-    features = _feature_summary(prepared, observed, samples if x is not None else None, notes)
+    answer = _answer(prepared, config, samples, observed, keep_draws, notes)
+    features = _feature_summary(prepared, observed, samples if keep_draws else None, notes)
     probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
-    if x is None:
+    if not keep_draws:
         probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
         notes.append(f"probe_value {', '.join(_DRAWS_ONLY_PROBE_VALUES)} need the draws (keep_draws = true); its "
                      "mean and mcse do not")
@@ -930,7 +932,7 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, x: np.ndarr
         "sampler": samples.sampler,
         "num_chains": samples.num_chains,
         "num_samples_per_chain": samples.num_draws,
-        "keep_draws": x is not None,
+        "keep_draws": keep_draws,
         "acceptance_rate": row["acceptance_rate"],
         "max_rhat": samples.verdict.max_rhat,  # the verdict's: the coordinates it judges, ESS as it counts it
         "rhat_is_criterion": bool(samples.verdict.checks_rhat),
@@ -1011,6 +1013,22 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
     if observed:
         answer["observables"] = observed
     return answer
+
+
+def _write_original_units(stream: Any, z: np.ndarray, dataset: Any) -> None:
+    """``samples_original_units.npz`` (``x`` ``(C, N, d)`` in original units, ``feature_names``) written into
+    ``stream`` a block of chains at a time, as ``np.savez`` lays it out (``np.load`` reads it): x in memory beside
+    the draws held them twice over."""
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        with archive.open("x.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, {"descr": np.lib.format.dtype_to_descr(z.dtype),
+                                                          "fortran_order": False, "shape": z.shape})
+            for start in range(0, len(z), _CHAIN_BLOCK):
+                member.write(np.ascontiguousarray(dataset.unstandardize(z[start:start + _CHAIN_BLOCK]),
+                                                  z.dtype).tobytes())
+        names = io.BytesIO()
+        np.save(names, np.asarray(dataset.feature_names), allow_pickle=False)
+        archive.writestr("feature_names.npy", names.getvalue())
 
 
 #: Chains per block when the summary passes over every kept draw (a model's outputs, moments, original units): its

@@ -178,6 +178,9 @@ def kept(tmp_path_factory):
 def test_with_draws_the_answer_is_unchanged_and_the_observables_equal_it(kept):
     config, summary, samples, x = kept
     prepared = Prepared(config)
+    # samples_original_units.npz, written a block of chains at a time: the kept draws in original units exactly
+    np.testing.assert_array_equal(x, prepared.dataset.unstandardize(samples.positions))
+    assert x.dtype == samples.positions.dtype
     flat = x.reshape(-1, x.shape[-1])
     for i, feature in enumerate(summary["features_original_units"].values()):  # mapped from standardized units
         assert feature["mean"] == pytest.approx(float(flat[:, i].mean()), rel=1e-5, abs=1e-6)
