@@ -204,6 +204,29 @@ def limit_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmu
                              key=key_sample, to_answer=to_answer, extra=extra)
 
 
+def limit_with_files_call(num_chains: int, num_samples: int, num_warmup: int, thin: int) -> Callable[[], Any]:
+    """The ``run`` rows' limit, then what ``jaxprobe run`` must write of its answer: the kept draws in standardized
+    units and in original units, each an ``.npy`` written atomically into a folder (replacing the previous call's,
+    as a rerun of the command replaces its files). No checkpoint and no summary."""
+    from jaxprobe._io import atomic_write
+    from jaxprobe.sweeps.from_config import Prepared
+
+    limit = limit_call("run", 0, num_chains, num_samples, num_warmup, thin)
+    dataset = Prepared(run_setup(num_chains, num_samples, num_warmup, thin)[0]).dataset
+    out = tempfile.mkdtemp(prefix="jaxprobe-bench-limit-files-")
+
+    def call():
+        positions, logdensity, stats = limit()
+        atomic_write(os.path.join(out, "z.npy"), lambda stream: np.save(stream, positions))
+        x = np.empty(positions.shape, positions.dtype)
+        for start in range(0, len(x), 64):  # small float64 temporaries, as a careful script would
+            x[start:start + 64] = dataset.unstandardize(positions[start:start + 64])
+        atomic_write(os.path.join(out, "x.npy"), lambda stream: np.save(stream, x))
+        return positions, logdensity, stats
+
+    return call
+
+
 def timing_section(config: Config, dim: int) -> list[dict[str, Any]]:
     rows = []
     for num_chains in config.chains:
@@ -220,18 +243,30 @@ def timing_section(config: Config, dim: int) -> list[dict[str, Any]]:
                 front = Candidate(kind, num_chains, steps,
                                   front_end_call(kind, dim, num_chains, config.num_samples, config.num_warmup, thin),
                                   stash.sample(kind))
-                time_interleaved([limit, front], config.repetitions)
+                candidates = [limit, front]
+                if kind == "run":  # the least a command that writes its answer can cost: the limit, then its files
+                    candidates.append(Candidate("limit_files", num_chains, steps, limit_with_files_call(
+                        num_chains, config.num_samples, config.num_warmup, thin)))
+                time_interleaved(candidates, config.repetitions)
+                extra = {}
+                if kind == "run":
+                    with_files = timing_row(front, candidates[2])
+                    extra = {"files_reference_seconds": with_files["reference_seconds"],
+                             "ratio_to_limit_with_files": with_files["ratio"],
+                             "median_paired_ratio_to_limit_with_files": with_files["median_paired_ratio"]}
                 row = {"kind": kind, "label": LABELS[kind], "num_chains": num_chains, "thin": thin,
                        "num_samples": config.num_samples, "num_warmup": config.num_warmup,
-                       **timing_row(front, limit), "target": RATIO_TARGET,
+                       **timing_row(front, limit), **extra, "target": RATIO_TARGET,
                        "acceptance": stash.values[kind]["acceptance"],
                        "acceptance_limit": stash.values["limit"]["acceptance"],
                        "converged": stash.values[kind]["converged"], "same_work": stash.compare(kind, "limit")}
                 rows.append(row)
                 log(f"  limit {row['reference_seconds']:.3f} s, {kind} {row['seconds']:.3f} s: ratio "
                     f"{row['ratio']:.3f} (median paired {row['median_paired_ratio']:.3f}); identical draws "
-                    f"{row['same_work']['identical_draw_fraction']:.3f}")
-                del stash, limit, front
+                    f"{row['same_work']['identical_draw_fraction']:.3f}"
+                    + (f"; limit with its files {row['files_reference_seconds']:.3f} s: ratio "
+                       f"{row['ratio_to_limit_with_files']:.3f}" if extra else ""))
+                del stash, limit, front, candidates
                 gc.collect()
     return rows
 
@@ -311,6 +346,20 @@ def markdown(results: dict[str, Any]) -> str:
                      f"{row['median_paired_cpu_ratio']:.3f} | ≤ {RATIO_TARGET} | "
                      f"{answer_speed.verdict_word(row['ratio'] <= RATIO_TARGET)} | {row['acceptance']:.3f} | "
                      f"{row['same_work']['identical_draw_fraction']:.3f} | {row['converged']} |")
+    run_rows = [row for row in results["timing"] if "files_reference_seconds" in row]
+    if run_rows:
+        lines += ["", "## `jaxprobe run` against the limit with its files", "",
+                  "The limit of the `run` rows, then the two files of kept draws `jaxprobe run` writes (standardized "
+                  "and original units, each an `.npy` written atomically, replacing the previous call's): the least "
+                  "a command that writes its answer can cost. `jaxprobe run` also checkpoints its draws as it "
+                  "goes and writes `summary.json`.", "",
+                  "| C | limit s | limit + files s | jaxprobe run s | ratio to limit + files | (median paired) |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for row in run_rows:
+            lines.append(f"| {row['num_chains']} | {row['reference_seconds']:.3f} | "
+                         f"{row['files_reference_seconds']:.3f} | {row['seconds']:.3f} | "
+                         f"{row['ratio_to_limit_with_files']:.3f} | "
+                         f"{row['median_paired_ratio_to_limit_with_files']:.3f} |")
     if results["memory"]:
         lines += ["", "## Peak resident memory", "",
                   "Each figure from a fresh subprocess that makes the call twice: the second call's rise of the peak "

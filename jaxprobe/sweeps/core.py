@@ -1268,7 +1268,7 @@ def _all_finite(positions: np.ndarray, block_values: int = 2**22) -> bool:
                for start in range(0, positions.shape[1], step))
 
 
-def _spread(values: np.ndarray, block: int = 2**20) -> dict[str, float]:
+def _spread(values: np.ndarray, block: int = 2**16) -> dict[str, float]:
     """G's spread over the kept draws, ``values`` ``(C, N)`` (scratch: reordered in place), with temporaries of at
     most ``block`` values: the sd by a float64 sum of squared deviations block by block, then the quantiles by
     partitioning ``values`` themselves. ``values.std()`` and ``np.quantile`` each held a copy of every draw's value
