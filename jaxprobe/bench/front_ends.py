@@ -35,12 +35,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime
 import functools
 import gc
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -133,6 +135,13 @@ def run_setup(num_chains: int, num_samples: int, num_warmup: int, thin: int) -> 
     return config, jaxprobe.Question(problem.probe, TEMPERATURE, problem.prior, problem.constraints, problem.dim)
 
 
+def _scratch_folder(prefix: str) -> str:
+    """A temporary folder for a row's files (gigabytes of draws at 16,384 chains), removed when the process ends."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def kind_dim(kind: str, dim: int) -> int:
     """d of a row's question: the data set's 30 features for ``run``, else ``dim``."""
     return RUN_DIM if kind == "run" else dim
@@ -166,7 +175,7 @@ def front_end_call(kind: str, dim: int, num_chains: int, num_samples: int, num_w
         from jaxprobe.sweeps.from_config import run_config
 
         config, _ = run_setup(num_chains, num_samples, num_warmup, thin)
-        out = tempfile.mkdtemp(prefix="jaxprobe-bench-run-")
+        out = _scratch_folder("jaxprobe-bench-run-")
 
         def call():
             run_config(config, out=out, progress=False)
@@ -213,7 +222,7 @@ def limit_with_files_call(num_chains: int, num_samples: int, num_warmup: int, th
 
     limit = limit_call("run", 0, num_chains, num_samples, num_warmup, thin)
     dataset = Prepared(run_setup(num_chains, num_samples, num_warmup, thin)[0]).dataset
-    out = tempfile.mkdtemp(prefix="jaxprobe-bench-limit-files-")
+    out = _scratch_folder("jaxprobe-bench-limit-files-")
 
     def call():
         positions, logdensity, stats = limit()

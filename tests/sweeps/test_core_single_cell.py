@@ -88,3 +88,16 @@ def test_one_cell_evaluates_G_once_per_kept_draw(monkeypatch):
     assert row["probe_sd"] == pytest.approx(values.std(ddof=1), rel=1e-4)
     # E[G] = E|x - 1|² = d·τ/2 for the Gibbs density exp(−G/τ) (flat prior): within 4 MCSE
     assert abs(row["probe_mean"] - 2 * 0.5 / 2) < 4 * row["probe_mcse"]
+
+
+def test_the_value_stored_beside_a_draw_is_G_or_NaN_for_a_draw_that_is_not_finite():
+    """_ProbeBeside stores G(x) exactly for a finite x, NaN for an x with a NaN or inf (so finite stored values
+    vouch for every draw without a pass over them); equal for equal probes (one compiled program)."""
+    from jaxprobe.sweeps.core import _ProbeBeside
+
+    beside = _ProbeBeside(Probe(_quadratic))
+    x = jnp.array([0.5, -2.0])
+    np.testing.assert_array_equal(beside(x), jnp.array([0.5, -2.0, _quadratic(x)]))
+    for bad in (jnp.nan, jnp.inf, -jnp.inf):
+        assert bool(jnp.isnan(beside(jnp.array([0.5, bad]))[-1]))
+    assert beside == _ProbeBeside(Probe(_quadratic)) and hash(beside) == hash(_ProbeBeside(Probe(_quadratic)))
