@@ -963,8 +963,8 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
 
     def from_draws_or_observable(field: str, name: str, per_draw: Callable, present: Callable) -> None:
         """``answer[field]`` and ``answer[field + "_mcse"]``: the estimate of ``per_draw()`` (one value per kept
-        draw, in draw order) with its Monte-Carlo standard error (:func:`jaxprobe.engine.estimates.estimate`, the
-        SMC groups' spread after SMC), else the observable ``name``'s; ``present`` shapes an array as the field."""
+        draw, in draw order) with its Monte-Carlo standard error (:func:`_estimate_of_draws`: batch means, the SMC
+        groups' spread after SMC), else the observable ``name``'s; ``present`` shapes an array as the field."""
         if outputs is not None:
             values = np.asarray(per_draw())
             found = _estimate_of_draws(values.reshape(per_run + values.shape[1:]), samples)
