@@ -1331,9 +1331,10 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
 
 @jit_bounded(static_argnames=("probe_fn",))
 def _probe_values(positions, probe_fn):
-    """G(x) at every draw, ``positions`` ``(C, N, d)`` → ``(C, N)`` (values only: in batches, see
-    :mod:`jaxprobe._pointwise`)."""
-    return map_points(probe_fn, positions.reshape((-1,) + positions.shape[2:])).reshape(positions.shape[:2])
+    """``probe_fn`` (G, or any function of one x) at every draw, ``positions`` ``(C, N, d)`` → ``(C, N, *out)``
+    (values only: in batches, see :mod:`jaxprobe._pointwise`)."""
+    values = map_points(probe_fn, positions.reshape((-1,) + positions.shape[2:]))
+    return values.reshape(positions.shape[:2] + values.shape[1:])
 
 
 #: Values of G's largest intermediate per block when a single-cell run's G is evaluated at every kept draw after the
@@ -1342,10 +1343,11 @@ PROBE_BLOCK_VALUES = 2**22
 
 
 def _probe_values_by_block(positions: np.ndarray, probe_fn: Callable) -> np.ndarray:
-    """:func:`_probe_values` of host draws ``(C, N, d)``, a block of draws at a time, sized by G's largest
-    intermediate per point (:func:`jaxprobe._pointwise.batch_plan`); every block of one shape, the last padded with
-    its own last draw: one compiled program. All the draws at once held the kept draws 3-4 times over (their copy on
-    the device and G's hidden layers at every draw)."""
+    """:func:`_probe_values` of host draws ``(C, N, d)`` → ``(C, N, *out)``, a block of draws at a time, sized by
+    the function's largest intermediate per point (:func:`jaxprobe._pointwise.batch_plan`); every block of one
+    shape, the last padded with its own last draw: one compiled program. All the draws at once held the kept draws
+    3-4 times over (their copy on the device and G's hidden layers at every draw). Also ``jaxprobe run``'s model
+    outputs at its draws."""
     num_chains, num_draws = positions.shape[:2]
     points = jax.ShapeDtypeStruct((num_chains * num_draws,) + positions.shape[2:], positions.dtype)
     plan = batch_plan(probe_fn, points, max_values=PROBE_BLOCK_VALUES, min_points=0)
@@ -1358,7 +1360,7 @@ def _probe_values_by_block(positions: np.ndarray, probe_fn: Callable) -> np.ndar
             piece = np.concatenate([piece, np.repeat(piece[:, -1:], block - (stop - start), axis=1)], axis=1)
         values = np.asarray(_probe_values(jnp.asarray(piece), probe_fn))[:, :stop - start]
         if out is None:
-            out = np.empty((num_chains, num_draws), values.dtype)
+            out = np.empty((num_chains, num_draws) + values.shape[2:], values.dtype)
         out[:, start:stop] = values
     return out
 

@@ -34,7 +34,7 @@ from jaxprobe.engine import estimates, streaming
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.models import GaussianPerturbation, from_sklearn
-from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
+from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, _probe_values_by_block, sweep
 
 __all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS",
            "OBSERVABLES", "MAKERS", "observables_for", "make_observables"]
@@ -955,7 +955,7 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
     draws, else from the observables' means; a field whose observable was not asked for goes to ``notes``)."""
     outputs = None
     if keep_draws:
-        outputs = _outputs_at_draws(prepared, prepared.model, samples.positions)
+        outputs = _outputs_at_draws(prepared.model, samples.positions)
     per_run = samples.positions.shape[:2] if keep_draws else None  # (C, N): draws are estimated per chain
     test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
     probe_type = config.get("probe.type")
@@ -1007,7 +1007,7 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
             other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
             from_draws_or_observable(
                 "fraction_of_samples_where_models_disagree", "disagree",
-                lambda: predicted != _outputs_at_draws(prepared, prepared.compare, samples.positions).argmax(axis=-1),
+                lambda: predicted != _outputs_at_draws(prepared.compare, samples.positions).argmax(axis=-1),
                 float)
             answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
     if observed:
@@ -1053,20 +1053,12 @@ def _estimate_of_draws(values: np.ndarray, samples: Any, square: bool = False) -
     return estimates.streamed(sums, samples.num_groups, samples.group_log_evidence)
 
 
-def _outputs_at_draws(prepared: Prepared, model: Any, positions: np.ndarray) -> np.ndarray:
-    """``model``'s outputs at every kept draw ``(C, N, d)`` → ``(C·N, ...)`` in draw order, a block of chains at a
-    time (every block of one shape, the last padded: one program): one copy of all the draws flattened and moved
-    to the device held them twice more."""
-    num_chains = len(positions)
-    block = min(_CHAIN_BLOCK, num_chains)
-    pieces = []
-    for start in range(0, num_chains, block):
-        piece = positions[start:start + block]
-        if len(piece) < block:
-            piece = np.concatenate([piece, np.repeat(piece[-1:], block - len(piece), axis=0)])
-        rows = prepared.model_outputs(model, piece.reshape(-1, piece.shape[-1]))
-        pieces.append(rows[:min(block, num_chains - start) * positions.shape[1]])
-    return np.concatenate(pieces)
+def _outputs_at_draws(model: Any, positions: np.ndarray) -> np.ndarray:
+    """``model``'s outputs at every kept draw ``(C, N, d)`` → ``(C·N, ...)`` in draw order, a block of draws at a
+    time (:func:`jaxprobe.sweeps.core._probe_values_by_block`, one compiled program per model): all the draws
+    flattened and moved to the device at once held them twice more."""
+    values = _probe_values_by_block(positions, model.fn)
+    return values.reshape((-1,) + values.shape[2:])
 
 
 def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], samples: Any,
