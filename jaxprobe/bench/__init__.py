@@ -9,10 +9,13 @@ This is the top layer below the command line: the scripts use the package as use
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
+import subprocess
+from typing import Any
 
-__all__ = ["results_dir", "source_root", "scripts", "write_results"]
+__all__ = ["results_dir", "source_root", "scripts", "write_results", "code_state", "load_note"]
 
 
 def source_root() -> pathlib.Path | None:
@@ -27,6 +30,57 @@ def source_root() -> pathlib.Path | None:
     """
     root = pathlib.Path(__file__).resolve().parents[2]
     return root if (root / "benchmarks" / "results").is_dir() and (root / "jaxprobe").is_dir() else None
+
+
+def code_state() -> dict[str, Any]:
+    """The jaxprobe code a benchmark measures: ``commit`` (short hash, "unknown" outside a git checkout),
+    ``changed`` (``git status --short`` lines of ``jaxprobe/``: uncommitted changes) and ``jaxprobe_sha256`` (a
+    hash of every ``jaxprobe/*.py``, which tells two uncommitted states apart).
+
+    Examples
+    --------
+    >>> state = code_state()
+    >>> sorted(state) in (["changed", "commit", "jaxprobe_sha256"], ["commit", "jaxprobe_sha256"])
+    True
+    """
+    root = pathlib.Path(__file__).resolve().parents[2]  # the folder holding the jaxprobe package
+    digest = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(root / "jaxprobe")):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as stream:
+                    digest.update(stream.read())
+    state: dict[str, Any] = {"jaxprobe_sha256": digest.hexdigest()[:16]}
+    try:
+        state["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                         text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--short", "--", "jaxprobe"], cwd=root, capture_output=True,
+                                 text=True, check=True).stdout.split("\n")
+        state["changed"] = [line for line in changed if line.strip()]
+    except (OSError, subprocess.CalledProcessError):
+        state["commit"] = "unknown"
+    return state
+
+
+def load_note(load_at_start: float, cores: int | None = None) -> str:
+    """What a benchmark's record says of the machine's load: other jobs shared it when the one-minute load average
+    at the start (before the benchmark's own work) exceeded half its cores, and only then are the absolute times
+    called inflated. (Three scripts had written "a shared machine" into every record, idle or not.)
+
+    Examples
+    --------
+    >>> load_note(0.3, cores=2)
+    'Load average 0.3 at the start on 2 cores: the machine was otherwise idle; the ratios are measured side by side in one process.'
+    >>> load_note(4.7, cores=2).split(":")[1]
+    ' other jobs shared the machine, so absolute times are inflated; the ratios are measured side by side in one process.'
+    """
+    cores = cores or os.cpu_count() or 1
+    state = ("other jobs shared the machine, so absolute times are inflated" if load_at_start > 0.5 * cores
+             else "the machine was otherwise idle")
+    return f"Load average {load_at_start:.1f} at the start on {cores} cores: {state}; the ratios are measured side " \
+           "by side in one process."
 
 
 def results_dir() -> str:

@@ -42,7 +42,6 @@ import ctypes
 import dataclasses
 import datetime
 import gc
-import hashlib
 import json
 import math
 import os
@@ -59,7 +58,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxprobe.bench import results_dir  # noqa: E402
+from jaxprobe.bench import code_state, results_dir  # noqa: E402
 import jaxprobe  # noqa: E402
 from jaxprobe.bench import throughput  # noqa: E402  (timing protocol, machine and versions helpers)
 from jaxprobe.benchmark.targets import mlp_probe  # noqa: E402  (the benchmarks' one target model)
@@ -787,30 +786,6 @@ def keep_draws_section(config: Config) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ output
-
-
-def code_state() -> dict[str, Any]:
-    """The jaxprobe code measured: git commit, files changed against it, and a hash of every ``jaxprobe/*.py``
-    (taken at the start and the end of the run: the memory children import the code afresh)."""
-    root = os.path.dirname(os.path.dirname(HERE))  # the folder holding the jaxprobe package
-    digest = hashlib.sha256()
-    for folder, _, files in sorted(os.walk(os.path.join(root, "jaxprobe"))):
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                digest.update(os.path.relpath(path, root).encode())
-                with open(path, "rb") as stream:
-                    digest.update(stream.read())
-    state: dict[str, Any] = {"jaxprobe_sha256": digest.hexdigest()[:16]}
-    try:
-        state["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                         text=True, check=True).stdout.strip()
-        state["changed"] = subprocess.run(["git", "status", "--short", "--", "jaxprobe"], cwd=root,
-                                          capture_output=True, text=True, check=True).stdout.split("\n")
-        state["changed"] = [line for line in state["changed"] if line.strip()]
-    except (OSError, subprocess.CalledProcessError):
-        state["commit"] = "unknown"
-    return state
 
 
 def fastest_phases(row: dict[str, Any]) -> dict[str, float]:

@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import code_state, load_note, results_dir
+from jaxprobe.benchmark.report import machine
 import jaxprobe
 from jaxprobe import datasets, probes
 from jaxprobe._io import atomic_write
@@ -227,12 +228,15 @@ def _run_dice(problem: _Problem, random_instances: int) -> dict:
     return rows
 
 
-def _report(rows: dict, accuracy: float) -> dict:
-    """counterfactuals.json: the machine, the setup and every method's row."""
+def _report(rows: dict, accuracy: float, load_at_start: tuple[float, ...]) -> dict:
+    """counterfactuals.json: the machine, the code measured, the setup and every method's row."""
     return {
         "command": "python -m jaxprobe.bench.counterfactuals",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "cpu_model": machine()["cpu_model"],
+        "code": code_state(),
+        "load_average_at_start": list(load_at_start),
         "load_average_at_end": os.getloadavg(),
         "jax": jax.__version__, "backend": jax.default_backend(),
         "setup": {"data": "breast_cancer (sklearn), standardized; 75/25 stratified split, seed 0",
@@ -250,11 +254,15 @@ def _markdown(report: dict) -> str:
     """counterfactuals.md: the methods' table, jaxprobe's compile time and the setup."""
     rows = report["rows"]
     ours = rows[JAXPROBE_ROW]
+    start = report.get("load_average_at_start")
+    code = report.get("code", {})
     lines = ["# Counterfactuals: jaxprobe vs DiCE (breast_cancer, MLP)", "",
-             f"Command: `{report['command']}`; {report['date']}; {report['machine']}; "
+             f"Command: `{report['command']}`; {report['date']}; {report['machine']}, "
+             f"{report.get('cpu_model', 'CPU not recorded')}; jaxprobe at commit "
+             f"{code.get('commit', 'unknown')}{' (with uncommitted changes)' if code.get('changed') else ''}; "
              f"load average at the end {tuple(round(v, 1) for v in report['load_average_at_end'])}.", "",
-             "The machine was shared with other jobs while this ran (2 cores, load well above 2): absolute "
-             "times are inflated; both libraries ran in the same process, so the ratios are the comparison.", "",
+             (load_note(start[0]) if start else "Load at the start not recorded.")
+             + " Both libraries ran in the same process.", "",
              "| method | validity | proximity (L1, std. units) | diversity (L1) | time for 20 instances (s) | "
              "jaxprobe speed-up |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, row in rows.items():
@@ -273,6 +281,7 @@ def main() -> None:
     LOCALIZER_WEIGHT, LOCALIZER_POWER, TEMPERATURE, NUM_WARMUP = args.weight, args.power, args.temperature, args.warmup
     START_FRACTION = args.start_fraction
 
+    load_at_start = os.getloadavg()
     problem = _problem()
     rows = {JAXPROBE_ROW: _run_jaxprobe(problem)}
     print("jaxprobe", rows[JAXPROBE_ROW], flush=True)
@@ -282,7 +291,7 @@ def main() -> None:
     ours = rows[JAXPROBE_ROW]
     for name, row in rows.items():
         row["speedup_of_jaxprobe"] = row["time_s"] / ours["time_s"]
-    report = _report(rows, problem.accuracy)
+    report = _report(rows, problem.accuracy, load_at_start)
     os.makedirs(RESULTS, exist_ok=True)
     text = json.dumps(report, indent=2)
     atomic_write(os.path.join(RESULTS, "counterfactuals.json"), lambda stream: stream.write(text), binary=False)

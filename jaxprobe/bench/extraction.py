@@ -39,7 +39,7 @@ import sys
 import time
 from typing import Callable
 
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import load_note, results_dir
 import numpy as np
 
 REPEATS = 5          # timed repetitions of (a) and (b), median reported (the machine is shared)
@@ -650,9 +650,7 @@ def _new_result(quick: bool, query_counts: list[int]) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
                        f"Python {sys.version.split()[0]}, JAX {jax.__version__}",
-            "contention": f"load average {os.getloadavg()[0]:.1f} at start on {os.cpu_count()} cores (shared "
-                          "with other jobs): absolute times are inflated; compare columns of one row "
-                          "(measured side by side in one process).",
+            "contention": load_note(os.getloadavg()[0]),
             "query_counts": query_counts}
 
 

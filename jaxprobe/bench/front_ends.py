@@ -53,7 +53,7 @@ import numpy as np
 
 import jaxprobe
 from jaxprobe import engine
-from jaxprobe.bench import answer_speed, results_dir, throughput
+from jaxprobe.bench import answer_speed, code_state, results_dir, throughput
 from jaxprobe.bench.answer_speed import (RATIO_TARGET, MEMORY_TARGET, SEED, TEMPERATURE, Stash, as_sample_runs,
                                          engine_limit_call, timing_row)
 from jaxprobe.bench.throughput import Candidate, log, time_interleaved, write_atomically
@@ -423,11 +423,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "quick": args.quick,
         "machine": throughput.machine(), "versions": throughput.versions(),
         "config": dataclasses.asdict(config) | {"dim": args.dim, "box": BOX, "seed": SEED, "temperature": TEMPERATURE},
-        "code": {"start": answer_speed.code_state()}, "load_average": {"before": list(os.getloadavg())}}
+        "code": {"start": code_state()}, "load_average": {"before": list(os.getloadavg())}}
     results["memory"] = memory_section(config, args.dim) if config.memory else []  # first: children start small
     results["timing"] = [] if args.no_timing else timing_section(config, args.dim)
     results["load_average"]["after"] = list(os.getloadavg())
-    results["code"]["end"] = answer_speed.code_state()
+    results["code"]["end"] = code_state()
     results["other_work_cores"] = other_work.cores()
     results["total_seconds"] = time.perf_counter() - started
     results["summary"] = summary(results)

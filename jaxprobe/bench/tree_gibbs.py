@@ -67,7 +67,8 @@ from blackjax import diagnostics
 import jaxprobe
 from jaxprobe import reconstruct as R
 from jaxprobe._io import atomic_write
-from jaxprobe.bench import results_dir
+from jaxprobe.bench import code_state, load_note, results_dir
+from jaxprobe.benchmark.report import machine
 from jaxprobe.samplers import tree_gibbs
 from jaxprobe.models import from_sklearn
 from jaxprobe.reconstruct.posterior import reconstruction_question
@@ -341,9 +342,12 @@ def _header(result: dict) -> list[str]:
     """Title and the run's circumstances (command, date, machine, load): the times only mean something with them."""
     quick = " **--quick: smoke run, numbers not meaningful**" if result["quick"] else ""
     return ["# Tree-ensemble reconstruction: tree_gibbs vs RWMH", "",
-            f"Command: `{result['command']}`; {result['date']}; {result['machine']}; jax {result['jax']}; load "
-            f"average at the start {result['load_average_start']}, at the end {result['load_average_end']} (a shared "
-            f"2-core machine: absolute times are inflated, the ratios are measured side by side).{quick}", ""]
+            f"Command: `{result['command']}`; {result['date']}; {result['machine']}, "
+            f"{result.get('cpu_model', 'CPU not recorded')}; jax {result['jax']}; jaxprobe at commit "
+            f"{result.get('code', {}).get('commit', 'not recorded')}"
+            f"{' (with uncommitted changes)' if result.get('code', {}).get('changed') else ''}; load average at the "
+            f"start {result['load_average_start']}, at the end {result['load_average_end']}. "
+            f"{load_note(result['load_average_start'][0])}{quick}", ""]
 
 
 def _mixing_table(result: dict) -> list[str]:
@@ -506,6 +510,7 @@ def main(argv=None) -> dict:
                     "python -m jaxprobe.bench.tree_gibbs" + (" " + " ".join(arguments) if arguments else "")),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].platform}",
+        "cpu_model": machine()["cpu_model"], "code": code_state(),
         "jax": jax.__version__, "quick": args.quick, "load_average_start": tuple(round(v, 1) for v in os.getloadavg()),
         "sizes": {key: value for key, value in sizes.items()},
     }
