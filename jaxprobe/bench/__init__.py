@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import re
 import subprocess
 from typing import Any
 
@@ -52,15 +53,20 @@ def code_state() -> dict[str, Any]:
                 digest.update(os.path.relpath(path, root).encode())
                 with open(path, "rb") as stream:
                     digest.update(stream.read())
+    from jaxprobe.benchmark.report import commit
+
     state: dict[str, Any] = {"jaxprobe_sha256": digest.hexdigest()[:16]}
+    full = commit()
+    if not re.fullmatch(r"[0-9a-f]{40}", full):  # not a git checkout: commit() gave the package version
+        state["commit"] = "unknown"
+        return state
+    state["commit"] = full[:7]
     try:
-        state["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                         text=True, check=True).stdout.strip()
         changed = subprocess.run(["git", "status", "--short", "--", "jaxprobe"], cwd=root, capture_output=True,
                                  text=True, check=True).stdout.split("\n")
         state["changed"] = [line for line in changed if line.strip()]
     except (OSError, subprocess.CalledProcessError):
-        state["commit"] = "unknown"
+        pass
     return state
 
 

@@ -53,8 +53,9 @@ COLUMNS = (("sampler", "sampler", "{}"), ("target", "target", "{}"), ("num_chain
            ("wall_seconds", "wall s", "{:.1f}"))
 
 
-def _commit() -> str:
-    """The checkout's commit (``git rev-parse HEAD``), else the package version."""
+def commit() -> str:
+    """The checkout's commit (``git rev-parse HEAD``, 40 hex digits), else the package version (the one place a
+    benchmark asks git for it: :func:`jaxprobe.bench.code_state` too)."""
     from jaxprobe._version import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -115,7 +116,7 @@ def environment(settings: dict[str, Any]) -> dict[str, Any]:
     devices = jax.devices()
     return {"settings": settings, "machine": machine(),
             "device": {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices)},
-            "versions": library_versions(), "commit": _commit()}
+            "versions": library_versions(), "commit": commit()}
 
 
 def _cell(row: dict[str, Any], key: str, form: str) -> str:
