@@ -115,6 +115,7 @@ def _rewarded_category_probability():
     return (weight * wins).sum() / weight.sum()
 
 
+@pytest.mark.slow
 def test_generate_flat_target_over_simplex_relaxations_is_exact(compile_counter):
     """A zero probe on features 0..9: the relaxed groups are Dirichlet(α) (flat: uniform on the
     simplex), so reported categories of a flat group are uniform and the rounded uniform integer is

@@ -52,6 +52,7 @@ def test_a_loose_target_is_reached_within_the_budget():
     np.testing.assert_array_equal(result.positions[:256], first.positions)
 
 
+@pytest.mark.slow
 def test_an_unreachable_target_warns_with_the_budget_that_would_reach_it():
     with pytest.warns(PrecisionWarning, match=r"about max_chains=\d+ \(MCSE ∝ 1/√chains\) would reach it"):
         result = jaxprobe.generate(0, BUMPS, precision={"target": "log_evidence", "mcse": 1e-4, "max_chains": 1024},

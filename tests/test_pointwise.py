@@ -71,6 +71,7 @@ def test_pytrees_keys_and_outer_tracers():
     np.testing.assert_allclose(scaled[1], 3 * scaled[0], rtol=2e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["rwmh", "mala", "hmc", "smc"])
 def test_samplers_sample_their_target_with_every_evaluation_batched(sampler, monkeypatch):
     """A 2-D Gaussian N(μ, diag(σ²)) through a (512,) intermediate per point, with the bound lowered so that every

@@ -65,6 +65,7 @@ def test_priors_reject_bad_parameters(build, match):
         build()
 
 
+@pytest.mark.slow
 def test_sampling_a_prior_recovers_it():
     """gibbs with a zero loss samples the prior itself: a diagonal Gaussian, checked by moments."""
     from tests.conftest import mc_check_mean, mc_check_second_moment

@@ -202,6 +202,7 @@ def test_generate_uniform_box_is_exact():
     mc_check_second_moment(result.positions, mean, np.diag((high - low) ** 2 / 12))
 
 
+@pytest.mark.slow
 def test_generate_fixed_features_and_half_normal():
     """Standard-normal prior, feature 0 fixed, feature 1 bounded below by 0 (half-normal, mean √(2/π))."""
     prior = jaxprobe.priors.StandardNormal()

@@ -28,6 +28,7 @@ RESTRICTIONS = {
 OPTIONS = dict(num_chains=8, num_samples=20, num_warmup=20, progress=False, convergence="ignore")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(RESTRICTIONS))
 def test_generate_and_a_one_cell_sweep_give_bit_identical_draws(kind):
     prior = jaxprobe.priors.DiagonalGaussian(np.zeros(5), np.full(5, 1.5))
@@ -41,7 +42,8 @@ def test_generate_and_a_one_cell_sweep_give_bit_identical_draws(kind):
     np.testing.assert_array_equal(swept.samples[0].logdensity, direct.logdensity)
 
 
-@pytest.mark.parametrize("kind", [pytest.param("onehot", marks=pytest.mark.slow), "integer"])
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["onehot", "integer"])
 def test_batched_cells_ask_the_same_question_as_generate(kind):
     """Cells of a batched program sample the question generate samples (one-hot relaxation prior included),
     from the same starting points: equal draws up to float32 rounding of a different program. Measured: every

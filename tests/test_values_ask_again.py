@@ -61,6 +61,7 @@ def test_readme_question_with_an_sklearn_model_written_inline_compiles_once():
     assert counts[0] > 0 and counts[1:] == [0, 0], counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [dict(mean=(0.5, 0.0)), dict(bound=2.0), dict(anchor=(0.5, 0.5))],
                          ids=["prior mean", "box bound", "localize anchor"])
 def test_a_changed_value_is_another_question_and_compiles(change):

@@ -64,8 +64,9 @@ def test_every_builtin_sampler_is_checked():
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("sampler", [pytest.param(name, marks=pytest.mark.slow) if name in ("nuts", "chees") else name
-                                     for name in sorted(SETTINGS)])  # NUTS, ChEES: 42 s, in the slow pass
+@pytest.mark.parametrize("sampler", [pytest.param(name, marks=pytest.mark.slow)
+                                     if name in ("hmc", "nuts", "chees", "smc") else name
+                                     for name in sorted(SETTINGS)])  # HMC, NUTS, ChEES, SMC: 70 s, slow pass
 def test_known_answer_in_both_modes(sampler, mode):
     """Mean and variance of every coordinate within 4 Monte-Carlo standard errors (ESS-based), both modes."""
     num_chains, num_warmup, num_samples, thin = SETTINGS[sampler]

@@ -43,6 +43,7 @@ def test_every_registered_sampler_is_a_kernel_with_an_adaptation(sampler):
     assert 0.0 < kernel.target_acceptance_rate < 1.0 and kernel.initial_step_size(3) > 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["mala", "hmc", "chees"])
 def test_adaptation_protocol_in_one_piece_and_in_chunks(sampler):
     """init → update → final through the protocol alone; a splittable adaptation gives the same state

@@ -47,6 +47,7 @@ def _share_and_se(positions):
     return in_first.mean(), per_chain.std(ddof=1) / np.sqrt(per_chain.size)
 
 
+@pytest.mark.slow
 def test_smc_gets_mode_shares_and_log_evidence_right():
     log_z, shares = _closed_form()
     with warnings.catch_warnings():
@@ -63,6 +64,7 @@ def test_smc_gets_mode_shares_and_log_evidence_right():
     np.testing.assert_allclose(path["log_evidence"][-1], result.log_evidence)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["mala", "chees", "nuts"])
 def test_mcmc_from_the_prior_is_flagged_on_the_same_question(sampler):
     log_z, shares = _closed_form()

@@ -54,6 +54,7 @@ def _cases():
             for case in default + slow]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler, x64, dtype", _cases())
 def test_sampler_runs_with_and_without_x64(sampler, x64, dtype):
     smc = sampler == "smc"

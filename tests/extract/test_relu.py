@@ -218,6 +218,7 @@ def logit_net(seed, d, h, k):
     return victim, truth, (A, b, W, c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, h", [(30, 6), (4, 7)], ids=["h<d", "h>d"])
 def test_logit_victims_recovered_exactly(d, h):
     """A k-output victim (a classifier's logits): hidden units from one logit's gradients, output layer of

@@ -128,6 +128,7 @@ CALIBRATED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,base,method,ensemble", CALIBRATED,
                          ids=[f"{k}-{type(b).__name__}-{m}-ensemble={e}" for k, b, m, e in CALIBRATED])
 def test_calibrated_classifiers_match_predict_proba(kind, base, method, ensemble):

@@ -49,6 +49,7 @@ def ground_truth_run(request):
     return request.param, reconstruction
 
 
+@pytest.mark.slow
 def test_bayes_model_and_true_prior_recover_class_conditionals(ground_truth_run):
     """Means and (co)variances of p̂(x | y) equal N(μ_y, Σ)'s within 4 MC standard errors (ESS)."""
     _, reconstruction = ground_truth_run

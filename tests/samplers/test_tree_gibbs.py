@@ -108,7 +108,8 @@ def test_evaluation_along_a_coordinate_equals_full_evaluation():
         np.testing.assert_array_equal(updated, leaves)
 
 
-@pytest.mark.parametrize("kind", ["boosting", pytest.param("forest", marks=_SLOW), pytest.param("deep_tree", marks=_SLOW)])
+@_SLOW  # 14 s cold for boosting alone
+@pytest.mark.parametrize("kind", ["boosting", "forest", "deep_tree"])
 def test_complete_trees_give_the_walks_leaves_and_scores(kind):
     """Ensembles up to COMPLETE_MAX_DEPTH are also stored as complete trees: leaves() equals the fori_loop walk
     leaf for leaf, and scores_along_complete (dense decisions, one matrix product) equals scores_along; a deeper
@@ -262,7 +263,8 @@ def _one_dimensional_truth(model, log_prior, low, high, tau=1.0, points=400_001)
     return mean, weight @ (axis - mean) ** 2
 
 
-@pytest.mark.parametrize("kind", [pytest.param("mixture", marks=pytest.mark.slow), "flat_box", "gaussian_box_far_tail"])
+@pytest.mark.parametrize("kind", [pytest.param("mixture", marks=_SLOW), pytest.param("flat_box", marks=_SLOW),
+                                  "gaussian_box_far_tail"])
 def test_other_priors_match_one_dimensional_quadrature(kind):
     """A Gaussian mixture (data augmentation of the component), no prior within Box bounds, and a Gaussian
     prior whose mean lies 8 sd below a Box (every draw in the far tail)."""
@@ -353,12 +355,10 @@ def _importance_means(model, prior, num_classes, count=400_000):
     return means, errors
 
 
-@pytest.mark.parametrize("kind, data", [pytest.param("decision_tree", "iris", marks=_SLOW),
-                                        pytest.param("random_forest", "iris", marks=_SLOW),
-                                        pytest.param("gradient_boosting", "breast_cancer", marks=_SLOW),
-                                        ("gradient_boosting", "iris"),
-                                        pytest.param("xgboost", "breast_cancer", marks=_SLOW),
-                                        pytest.param("xgboost", "iris", marks=_SLOW)])
+@_SLOW  # 31 s cold for gradient boosting on iris alone
+@pytest.mark.parametrize("kind, data", [("decision_tree", "iris"), ("random_forest", "iris"),
+                                        ("gradient_boosting", "breast_cancer"), ("gradient_boosting", "iris"),
+                                        ("xgboost", "breast_cancer"), ("xgboost", "iris")])
 def test_reconstruct_with_sklearn_and_xgboost_ensembles_matches_importance_sampling(kind, data):
     """Decision tree, random forest, gradient boosting (binary and multi-class) and XGBoost (binary and
     multi-class) through ``reconstruct``: each class's mean within 4 MC errors (ESS) of importance sampling."""

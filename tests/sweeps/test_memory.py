@@ -39,6 +39,7 @@ def test_kept_draws_leave_the_program_as_the_loop_wrote_them():
     assert positions.shape == (CHAINS, SAMPLES, DIM) and np.all(np.isfinite(positions))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(jax.devices()[0].platform != "cpu", reason="on a CPU the statistics are finished on the host")
 def test_without_draws_a_cell_needs_a_small_constant():
     """Without kept draws the program's memory per cell is a few arrays of its chains (C·d) and of the verdict's
