@@ -42,7 +42,7 @@ from typing import Callable
 from jaxprobe.bench import load_note, results_dir
 import numpy as np
 
-REPEATS = 5          # timed repetitions of (a) and (b), median reported (the machine is shared)
+REPEATS = 5          # timed repetitions of (a) and (b), median reported (robust to other jobs on the machine)
 
 
 # ---------------------------------------------------------------------------------------------- victims
