@@ -18,18 +18,20 @@ and is not meant to be: it finds damage (disk, copy, truncation, a hand edit), n
 from __future__ import annotations
 
 import errno
+import io
 import json
 import math
 import os
 import shutil
 import tempfile
+import zipfile
 import zlib
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 __all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json", "CorruptFileError", "CorruptFileWarning",
-           "crc32", "write_checked_npz", "read_checked_npz", "json_with_checksum", "json_checksum_ok",
+           "crc32", "c_order_bytes", "npy_header", "write_npz_member", "write_checked_npz", "read_checked_npz", "json_with_checksum", "json_checksum_ok",
            "no_space_error", "free_bytes"]
 
 
@@ -84,23 +86,70 @@ class CorruptFileWarning(UserWarning):
 
 def crc32(array: Any) -> int:
     """CRC32 (``zlib.crc32``) of an array's bytes in C order (its values, not its shape or dtype: those are
-    checked beside it). Why CRC32: see this module's docstring. A non-contiguous array (draws that are a view of
-    a wider buffer) is read a block of leading rows at a time: a contiguous copy of all of it would hold its bytes
-    twice."""
-    array = np.asarray(array)
-    if array.size == 0:
-        return 0
-    if array.flags.c_contiguous or array.ndim == 0:
-        return zlib.crc32(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-    rows = max(1, _CRC_BLOCK_BYTES // max(1, array[0].nbytes))
+    checked beside it). Why CRC32: see this module's docstring."""
     checksum = 0
-    for start in range(0, len(array), rows):  # C order: the leading rows' bytes one after another
-        checksum = zlib.crc32(np.ascontiguousarray(array[start:start + rows]).reshape(-1).view(np.uint8), checksum)
+    for block in c_order_bytes(array):
+        checksum = zlib.crc32(block, checksum)
     return checksum
 
 
-#: Bytes copied at a time when :func:`crc32` reads a non-contiguous array.
-_CRC_BLOCK_BYTES = 2**24
+def c_order_bytes(array: Any) -> Iterator[np.ndarray]:
+    """An array's bytes in C order as ``uint8`` views of at most :data:`_BLOCK_BYTES` each (cache-sized: a
+    checksum and a write of the same block read it from cache). A non-contiguous array (draws that are a view
+    of a wider buffer) is copied a block of leading rows at a time: a contiguous copy of all of it would hold
+    its bytes twice."""
+    array = np.asarray(array)
+    if array.size == 0:
+        return
+    if array.flags.c_contiguous or array.ndim == 0:
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        for start in range(0, len(flat), _BLOCK_BYTES):
+            yield flat[start:start + _BLOCK_BYTES]
+        return
+    rows = max(1, _BLOCK_BYTES // max(1, array[0].nbytes))
+    for start in range(0, len(array), rows):  # C order: the leading rows' bytes one after another
+        yield from c_order_bytes(np.ascontiguousarray(array[start:start + rows]))
+
+
+#: Bytes checksummed and written at a time (:func:`c_order_bytes`).
+_BLOCK_BYTES = 2**20
+
+
+def npy_header(shape: tuple[int, ...], dtype: Any) -> bytes:
+    """The ``.npy`` header NumPy writes for a C-ordered array of ``shape`` and ``dtype`` (version 1.0, padded)."""
+    stream = io.BytesIO()
+    np.lib.format.write_array_header_1_0(stream, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(shape)})
+    return stream.getvalue()
+
+
+def write_npz_member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...], dtype: Any,
+                     blocks: Iterable[Any]) -> int:
+    """Write member ``name + ".npy"`` of an ``.npz`` (``np.load`` reads it as ``np.savez`` lays it out): an
+    array of ``shape`` and ``dtype`` whose C-order values ``blocks`` yields in order (arrays of ``dtype``, e.g.
+    a few chains' draws converted as they are written, so no converted copy of the whole array is held).
+    Returns the CRC32 of its values (:func:`crc32`), summed as each block is written: one pass over the bytes,
+    no ``tobytes`` copy (``np.savez`` copied every array twice before writing it). Raises ``ValueError`` if the
+    blocks do not hold exactly ``shape``'s values."""
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise TypeError(f"array {name!r} holds Python objects ({dtype}): only numbers and strings are written "
+                        "(no pickle)")
+    expected, written, checksum = math.prod(shape) * dtype.itemsize, 0, 0
+    with archive.open(name + ".npy", "w", force_zip64=True) as member:
+        member.write(npy_header(shape, dtype))
+        for block in blocks:
+            block = np.asarray(block)
+            if block.dtype != dtype:
+                raise ValueError(f"array {name!r}: a block of {block.dtype} in an array of {dtype}")
+            for chunk in c_order_bytes(block):
+                checksum = zlib.crc32(chunk, checksum)
+                member.write(chunk)
+                written += len(chunk)
+    if written != expected:
+        raise ValueError(f"array {name!r}: {written} bytes written for shape {tuple(shape)} of {dtype} "
+                         f"({expected} bytes)")
+    return checksum
 
 
 def free_bytes(folder: str) -> int | None:
@@ -165,13 +214,23 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], binary: b
 def write_checked_npz(path: str | os.PathLike, arrays: dict[str, Any], header: dict[str, Any]) -> None:
     """Write ``arrays`` (name → array, no pickle) and ``header`` (JSON-able) atomically to an ``.npz`` that
     proves itself: the header lists every array as ``{"shape", "dtype", "crc32"}`` under ``"arrays"``, and the
-    member ``header_crc32`` holds the CRC32 of the header's text. :func:`read_checked_npz` verifies both."""
+    member ``header_crc32`` holds the CRC32 of the header's text. :func:`read_checked_npz` verifies both. Each
+    array is checksummed as it is written (:func:`write_npz_member`); the header, which lists the checksums,
+    is the last member."""
     arrays = {name: np.asarray(value) for name, value in arrays.items()}
-    header = dict(header, arrays={name: {"shape": list(value.shape), "dtype": value.dtype.str, "crc32": crc32(value)}
-                                  for name, value in arrays.items()})
-    text = json.dumps(header)
-    members = dict(arrays, header=np.asarray(text), header_crc32=np.asarray(zlib.crc32(text.encode()), np.int64))
-    atomic_write(path, lambda stream: np.savez(stream, **members))
+
+    def write(stream: IO) -> None:
+        listed = {}
+        with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, value in arrays.items():
+                listed[name] = {"shape": list(value.shape), "dtype": value.dtype.str,
+                                "crc32": write_npz_member(archive, name, value.shape, value.dtype, [value])}
+            text = np.asarray(json.dumps(dict(header, arrays=listed)))
+            text_crc = np.asarray(zlib.crc32(str(text).encode()), np.int64)
+            for name, value in (("header", text), ("header_crc32", text_crc)):
+                write_npz_member(archive, name, value.shape, value.dtype, [value])
+
+    atomic_write(path, write)
 
 
 def _read_members(path: str) -> tuple[str, dict[str, np.ndarray], int | None]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
-import io
 import json
 import os
 import re
@@ -46,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxprobe._io import (CorruptFileError, CorruptFileWarning, crc32, free_bytes, is_writer, no_space_error,
-                          read_checked_npz, write_checked_npz)
+                          npy_header, read_checked_npz, write_checked_npz)
 from jaxprobe._pointwise import map_points
 from jaxprobe.engine import core
 from jaxprobe.engine.compiled import jit_bounded
@@ -189,14 +188,6 @@ def check_path(checkpoint: Any) -> str:
     return path
 
 
-def _npy_header(shape: tuple[int, ...], dtype: Any) -> bytes:
-    """The ``.npy`` header NumPy writes for an array of ``shape`` and ``dtype`` (version 1.0, padded)."""
-    stream = io.BytesIO()
-    np.lib.format.write_array_header_1_0(stream, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                                  "fortran_order": False, "shape": tuple(shape)})
-    return stream.getvalue()
-
-
 def _reserve(handle: int, size: int, folder: str, needed: int) -> None:
     """Make the file ``handle`` ``size`` bytes long with its blocks allocated (``os.posix_fallocate``), so that
     writing its memory-mapped pages later cannot fail; where the file system cannot allocate ahead, check the
@@ -263,7 +254,7 @@ class HostDraws:
 
     def _file(self, folder: str, name: str) -> tuple[str, tuple[int, ...], np.dtype, bytes, int]:
         shape, dtype = self.shapes[name]
-        header = _npy_header(shape, dtype)
+        header = npy_header(shape, dtype)
         return (os.path.join(folder, f"{name}.npy"), shape, dtype, header,
                 len(header) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
 

@@ -9,7 +9,6 @@ so a sweep over them is one compiled program.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ import time
 import warnings
 import zipfile
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import jax
@@ -26,7 +26,7 @@ import numpy as np
 from jaxprobe import constraints as constraints_module
 from jaxprobe import datasets, priors, probes
 from jaxprobe._inputs import check_int
-from jaxprobe._io import atomic_write, is_writer
+from jaxprobe._io import atomic_write, is_writer, write_npz_member
 from jaxprobe._pointwise import map_points
 from jaxprobe._values import Identity, Keyed, value_key
 from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for, precision_observable
@@ -816,19 +816,29 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
         raise RuntimeError(f"the run failed: {row['error']}")
     samples = result.samples[0]
     os.makedirs(out, exist_ok=True)
-    samples.save(os.path.join(out, "samples.npz"))
     original_units = os.path.join(out, "samples_original_units.npz")
-    x = None
-    if keep_draws:
-        z = samples.positions
-        atomic_write(original_units, lambda stream: _write_original_units(stream, z, prepared.dataset))
-        if output["plots"]:  # the figure's histograms need x in memory (a block at a time: small temporaries)
-            x = np.empty(z.shape, z.dtype)
-            for start in range(0, len(z), _CHAIN_BLOCK):
-                x[start:start + _CHAIN_BLOCK] = prepared.dataset.unstandardize(z[start:start + _CHAIN_BLOCK])
-    elif is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
+    if not keep_draws and is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
         os.unlink(original_units)
-    summary = _summary(prepared, config, samples, row, keep_draws)
+
+    def write_draws() -> None:
+        samples.save(os.path.join(out, "samples.npz"))
+        if keep_draws:
+            atomic_write(original_units, lambda stream: _write_original_units(stream, samples.positions,
+                                                                              prepared.dataset))
+
+    # The draws' files are written (checksums, copies, the file system's work) while the summary is computed
+    # (NumPy and the model on the draws): each is mostly one thread's work, so on two cores they overlap. Both
+    # only read the draws. A failed write raises here; the summary, written last, never describes missing files.
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        written = writer.submit(write_draws)
+        summary = _summary(prepared, config, samples, row, keep_draws)
+        written.result()
+    x = None
+    if keep_draws and output["plots"]:  # the figure's histograms need x in memory (a block at a time)
+        z = samples.positions
+        x = np.empty(z.shape, z.dtype)
+        for start in range(0, len(z), _CHAIN_BLOCK):
+            x[start:start + _CHAIN_BLOCK] = prepared.dataset.unstandardize(z[start:start + _CHAIN_BLOCK])
     summary["seconds"] = time.perf_counter() - started
     atomic_write(os.path.join(out, "summary.json"), lambda stream: json.dump(summary, stream, indent=2),
                  binary=False)
@@ -1019,38 +1029,40 @@ def _write_original_units(stream: Any, z: np.ndarray, dataset: Any) -> None:
     """``samples_original_units.npz`` (``x`` ``(C, N, d)`` in original units, ``feature_names``) written into
     ``stream`` a block of chains at a time, as ``np.savez`` lays it out (``np.load`` reads it): x in memory beside
     the draws held them twice over."""
+    blocks = (dataset.unstandardize(z[start:start + _CHAIN_BLOCK]).astype(z.dtype, copy=False)
+              for start in range(0, len(z), _CHAIN_BLOCK))
+    names = np.asarray(dataset.feature_names)
     with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        with archive.open("x.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_1_0(member, {"descr": np.lib.format.dtype_to_descr(z.dtype),
-                                                          "fortran_order": False, "shape": z.shape})
-            for start in range(0, len(z), _CHAIN_BLOCK):
-                member.write(np.ascontiguousarray(dataset.unstandardize(z[start:start + _CHAIN_BLOCK]),
-                                                  z.dtype).tobytes())
-        names = io.BytesIO()
-        np.save(names, np.asarray(dataset.feature_names), allow_pickle=False)
-        archive.writestr("feature_names.npy", names.getvalue())
+        write_npz_member(archive, "x", z.shape, z.dtype, blocks)
+        write_npz_member(archive, "feature_names", names.shape, names.dtype, [names])
 
 
-#: Chains per block when the summary passes over every kept draw (a model's outputs, moments, original units): its
-#: temporaries stay a block's, not the draws' size.
-_CHAIN_BLOCK = 64
+#: Chains per block when the summary passes over every kept draw (moments, original units): its float64
+#: temporaries stay cache-sized (8 chains × 1,000 draws × 30 features: 2 MB), not the draws' size.
+_CHAIN_BLOCK = 8
 
 
 def _estimate_of_draws(values: np.ndarray, samples: Any, square: bool = False) -> Any:
-    """The mean and Monte-Carlo standard error of ``values`` ``(C, N, ...)`` at every kept draw (of ``values²``
-    with ``square``) as the run's observables have them: batch means over chains and draws, after SMC the
-    groups (:func:`jaxprobe.engine.estimates.streamed`), the same estimator as with ``keep_draws = false``. Sums in
-    float64, a block of chains at a time. ESS-based errors (FFTs over every draw in float64 on one thread) took
-    16 s of a 21 s ``jaxprobe run`` of 2,048 chains × 1,000 draws × 30 features (the sampling 1.4 s)."""
+    """The mean and Monte-Carlo standard error of ``values`` ``(C, N, ...)`` at every kept draw (and with
+    ``square`` also those of ``values²``, as a pair) as the run's observables have them: batch means over chains
+    and draws, after SMC the groups (:func:`jaxprobe.engine.estimates.streamed`), the same estimator as with
+    ``keep_draws = false``. Sums in float64, one pass over the values a few chains at a time (a cache-sized float64
+    block, squared in place). ESS-based errors (FFTs over every draw in float64 on one thread) took 16 s of a 21 s
+    ``jaxprobe run`` of 2,048 chains × 1,000 draws × 30 features (the sampling 1.4 s)."""
     num_batches = streaming.Monitor(values.shape[0], 1, values.shape[1]).num_batches
-    blocks = []
+    first, second = [], []
     for start in range(0, len(values), _CHAIN_BLOCK):
-        block = values[start:start + _CHAIN_BLOCK]
+        block = np.asarray(values[start:start + _CHAIN_BLOCK], np.float64)
+        first.append(streaming.sums_of_values(block, num_batches))
         if square:
-            block = np.square(block, dtype=np.float64)
-        blocks.append(streaming.sums_of_values(block, num_batches, dtype=np.float64))
-    sums = streaming.ObservableSums(np.concatenate([b.sums for b in blocks], axis=1), blocks[0].counts)
-    return estimates.streamed(sums, samples.num_groups, samples.group_log_evidence)
+            np.square(block, out=block)
+            second.append(streaming.sums_of_values(block, num_batches))
+
+    def estimate(blocks: list) -> Any:
+        sums = streaming.ObservableSums(np.concatenate([b.sums for b in blocks], axis=1), blocks[0].counts)
+        return estimates.streamed(sums, samples.num_groups, samples.group_log_evidence)
+
+    return (estimate(first), estimate(second)) if square else estimate(first)
 
 
 def _outputs_at_draws(model: Any, positions: np.ndarray) -> np.ndarray:
@@ -1071,8 +1083,8 @@ def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], sa
     names = prepared.dataset.feature_names
     if samples is not None:
         z = samples.positions
-        found = _estimate_of_draws(z, samples)
-        second = _estimate_of_draws(z, samples, square=True).mean
+        found, squares = _estimate_of_draws(z, samples, square=True)
+        second = squares.mean
         scale = np.asarray(prepared.dataset.scale, np.float64)
         mean = prepared.dataset.unstandardize(np.asarray(found.mean, np.float64))
         mcse, sd = scale * found.mcse, scale * np.sqrt(np.maximum(second - found.mean**2, 0.0))

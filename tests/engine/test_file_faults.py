@@ -431,6 +431,42 @@ def test_crc32_of_a_view_is_that_of_its_bytes_in_c_order(monkeypatch):
     view = wide[..., :3]
     expected = zlib.crc32(np.ascontiguousarray(view).tobytes())
     for block_bytes in (1, 60, 130, 2**24):
-        monkeypatch.setattr(_io, "_CRC_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(_io, "_BLOCK_BYTES", block_bytes)
         assert _io.crc32(view) == expected
     assert _io.crc32(wide) == zlib.crc32(wide.tobytes()) and _io.crc32(np.zeros((0, 3))) == 0
+
+
+def test_npz_members_are_written_as_numpy_saves_them_with_their_checksum(tmp_path):
+    """``write_npz_member`` writes, a block at a time and without a ``tobytes`` copy, the member ``np.savez``
+    would write (the same bytes for a C-ordered array; a strided view in C order), returns its values' CRC32, and
+    refuses objects (no pickle) and blocks that do not fill the shape."""
+    import io
+    import zlib
+
+    rng = np.random.default_rng(5)
+    wide = rng.normal(size=(6, 4, 5)).astype(np.float32)
+    arrays = {"draws": wide, "view": wide[..., :3], "text": np.asarray("naïve"), "empty": np.zeros((0, 3)),
+              "count": np.asarray(7, np.int64), "fortran": np.asfortranarray(rng.normal(size=(3, 4)))}
+    path = tmp_path / "members.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        checksums = {name: _io.write_npz_member(archive, name, value.shape, value.dtype, [value])
+                     for name, value in arrays.items()}
+        # one array from blocks of rows, as jaxprobe run writes x a few chains at a time
+        checksums["blocks"] = _io.write_npz_member(archive, "blocks", wide.shape, wide.dtype,
+                                                   [wide[:2], wide[2:5], wide[5:]])
+    with np.load(path, allow_pickle=False) as loaded, zipfile.ZipFile(path) as archive:
+        for name, value in dict(arrays, blocks=wide).items():
+            np.testing.assert_array_equal(loaded[name], value)
+            assert loaded[name].dtype == value.dtype
+            assert checksums[name] == zlib.crc32(np.ascontiguousarray(value).tobytes()) == _io.crc32(value)
+            if value.flags.c_contiguous:
+                saved = io.BytesIO()
+                np.save(saved, value)
+                assert archive.read(name + ".npy") == saved.getvalue()
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as archive:
+        with pytest.raises(TypeError, match="'objects' holds Python objects"):
+            _io.write_npz_member(archive, "objects", (2,), object, [np.asarray([1, "a"], object)])
+        with pytest.raises(ValueError, match=r"'short': 80 bytes written for shape \(6, 4, 5\)"):
+            _io.write_npz_member(archive, "short", wide.shape, wide.dtype, [wide[:1]])
+        with pytest.raises(ValueError, match="'cast': a block of float64 in an array of float32"):
+            _io.write_npz_member(archive, "cast", wide.shape, wide.dtype, [wide.astype(np.float64)])
