@@ -50,8 +50,8 @@ def standard_normal(x):
 
 class _TimedCRC:
     """``crc32`` counting the CPU seconds spent in it (``time.thread_time`` of the thread calling it: the
-    checkpoint writer's, so other threads' and processes' load does not count); every checksum of the
-    checkpoint's files goes through it."""
+    checkpoint writer's, so other threads' and processes' load does not count); every checksum of the draws'
+    rows goes through it (the state files' arrays, a few kB, are checksummed as they are written, uncounted)."""
 
     def __init__(self):
         self.seconds, self.original = 0.0, _io.crc32
