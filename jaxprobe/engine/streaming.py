@@ -36,7 +36,7 @@ from jaxprobe.engine import diagnostics
 from jaxprobe.engine.host import on_accelerator
 from jaxprobe.types import Array
 
-__all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
+__all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor", "batch_starts",
            "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
            "fold_draw", "finalize", "finishes_on_host", "stats_of_draws", "rank_statistics", "observed",
            "sums_of_values"]
@@ -520,6 +520,19 @@ def _drift(x: np.ndarray, flat: bool) -> np.ndarray:
     return moving & (flat | growing)
 
 
+def batch_starts(num_draws: int, num_batches: int) -> np.ndarray:
+    """The first draw of each of the ``num_batches`` batches that :func:`fold_draw` folds ``num_draws`` draws
+    into (``(num_batches,)`` int; batch ``b`` holds draws ``[starts[b], starts[b + 1])``).
+
+    Examples
+    --------
+    >>> batch_starts(10, 4).tolist()
+    [0, 3, 5, 8]
+    """
+    batch = (np.arange(num_draws) * num_batches) // num_draws  # fold_draw's batch of each draw
+    return np.searchsorted(batch, np.arange(num_batches))
+
+
 def sums_of_values(values: Any, num_batches: int, dtype: Any = None) -> ObservableSums:
     """The :class:`ObservableSums` that :func:`fold_draw` would have folded in from an observable's value at
     every kept draw, ``values`` ``(C, N, *shape)`` (host arrays): the same ``num_batches`` batches of draws
@@ -540,8 +553,7 @@ def sums_of_values(values: Any, num_batches: int, dtype: Any = None) -> Observab
     num_draws = values.shape[1]
     if not 1 <= num_batches <= num_draws:
         raise ValueError(f"num_batches must be in [1, {num_draws}] (the draws per chain), got {num_batches}")
-    batch = (np.arange(num_draws) * num_batches) // num_draws  # fold_draw's batch of each draw
-    starts = np.searchsorted(batch, np.arange(num_batches))
+    starts = batch_starts(num_draws, num_batches)
     sums = np.add.reduceat(values, starts, axis=1, dtype=dtype)  # (C, B, *shape)
     counts = np.diff(np.append(starts, num_draws)).astype(np.int32)
     return ObservableSums(np.moveaxis(sums, 1, 0), counts)
