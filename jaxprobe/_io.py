@@ -31,7 +31,8 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json", "CorruptFileError", "CorruptFileWarning",
-           "crc32", "c_order_bytes", "npy_header", "write_npz_member", "write_checked_npz", "read_checked_npz", "json_with_checksum", "json_checksum_ok",
+           "crc32", "c_order_bytes", "npy_header", "write_npz_member", "write_checked_npz", "read_checked_npz",
+           "json_with_checksum", "json_checksum_ok",
            "no_space_error", "free_bytes"]
 
 

@@ -217,29 +217,19 @@ def limit_with_files_call(num_chains: int, num_samples: int, num_warmup: int, th
     """The ``run`` rows' limit, then what ``jaxprobe run`` must write of its answer: the kept draws in standardized
     units and in original units, each an ``.npz`` member written atomically into a folder (replacing the previous
     call's, as a rerun of the command replaces its files) by the writer the command uses
-    (:func:`jaxprobe._io.write_npz_member`: checksummed as written, x converted a few chains at a time), one file
-    after the other. No checkpoint and no summary."""
-    import zipfile
-
-    from jaxprobe._io import atomic_write, write_npz_member
-    from jaxprobe.sweeps.from_config import Prepared
+    (``write_checked_npz`` and ``samples_original_units.npz``'s writer: checksummed as written, x converted a few
+    chains at a time), one file after the other. No checkpoint and no summary."""
+    from jaxprobe._io import atomic_write, write_checked_npz
+    from jaxprobe.sweeps.from_config import Prepared, _write_original_units
 
     limit = limit_call("run", 0, num_chains, num_samples, num_warmup, thin)
     dataset = Prepared(run_setup(num_chains, num_samples, num_warmup, thin)[0]).dataset
     out = _scratch_folder("jaxprobe-bench-limit-files-")
 
-    def write(path: str, blocks: Callable[[], Any], like: np.ndarray) -> None:
-        def members(stream: Any) -> None:
-            with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-                write_npz_member(archive, "x", like.shape, like.dtype, blocks())
-
-        atomic_write(os.path.join(out, path), members)
-
     def call():
         positions, logdensity, stats = limit()
-        write("z.npz", lambda: [positions], positions)
-        write("x.npz", lambda: (dataset.unstandardize(positions[start:start + 8]) for start in
-                                range(0, len(positions), 8)), positions)
+        write_checked_npz(os.path.join(out, "z.npz"), {"x": positions}, {})
+        atomic_write(os.path.join(out, "x.npz"), lambda stream: _write_original_units(stream, positions, dataset))
         return positions, logdensity, stats
 
     return call
@@ -369,7 +359,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", "## `jaxprobe run` against the limit with its files", "",
                   "The limit of the `run` rows, then the two files of kept draws `jaxprobe run` writes (standardized "
                   "and original units, each written atomically by the writer `jaxprobe run` uses, replacing the "
-                  "previous call's): the least a command that writes its answer can cost. `jaxprobe run` also checkpoints its draws as it "
+                  "previous call's): the least a command that writes its answer can cost. `jaxprobe run` also "
+                  "checkpoints its draws as it "
                   "goes and writes `summary.json`.", "",
                   "| C | limit s | limit + files s | jaxprobe run s | ratio to limit + files | (median paired) |",
                   "|---:|---:|---:|---:|---:|---:|"]

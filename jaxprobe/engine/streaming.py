@@ -36,10 +36,10 @@ from jaxprobe.engine import diagnostics
 from jaxprobe.engine.host import on_accelerator
 from jaxprobe.types import Array
 
-__all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor", "batch_starts",
-           "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics", "RankStatistics", "subset_plan", "init_stats",
-           "fold_draw", "finalize", "finishes_on_host", "stats_of_draws", "rank_statistics", "observed",
-           "sums_of_values"]
+__all__ = ["DIAGNOSTIC_VALUES", "DIAGNOSTIC_CHAINS", "DEFAULT_MAX_COORDINATES", "NUM_BATCHES", "Monitor",
+           "batch_starts", "DrawStats", "ObservableSums", "Observed", "MIN_BATCHES", "MIN_ESS", "Statistics",
+           "RankStatistics", "subset_plan", "init_stats", "fold_draw", "finalize", "finishes_on_host",
+           "stats_of_draws", "rank_statistics", "observed", "sums_of_values"]
 
 #: Values per quantity in the subset that rank-normalized R̂, bulk/tail ESS and the drift test see.
 DIAGNOSTIC_VALUES = 4096

@@ -1053,7 +1053,7 @@ def _estimate_of_draws(values: np.ndarray, samples: Any, square: bool = False) -
     ``jaxprobe run`` of 2,048 chains × 1,000 draws × 30 features (the sampling 1.4 s)."""
     num_chains, num_draws = values.shape[:2]
     num_batches = streaming.Monitor(num_chains, 1, num_draws).num_batches
-    if values.ndim >= 2 and values.strides[1] > values.strides[0]:  # stored draw-major: sum blocks of draws
+    if values.strides[1] > values.strides[0]:  # stored draw-major: sum blocks of draws
         starts = streaming.batch_starts(num_draws, num_batches)
         ends = np.append(starts[1:], num_draws)
         sums = [np.zeros((num_batches, num_chains) + values.shape[2:]) for _ in range(1 + square)]
