@@ -1266,33 +1266,121 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
 def _all_finite(positions: np.ndarray, block_values: int = 2**22) -> bool:
     """Whether every kept draw ``(C, N, ...)`` is finite, a block of draws at a time: ``np.isfinite`` of all of them
     at once made a temporary of a quarter of the draws' bytes."""
-    step = max(1, block_values // max(1, positions[:, :1].size))
-    return all(bool(np.isfinite(positions[:, start:start + step]).all())
-               for start in range(0, positions.shape[1], step))
+    return all(bool(np.isfinite(positions[:, where]).all()) for where in _draw_blocks(positions, block_values))
 
 
-def _spread(values: np.ndarray, block: int = 2**16) -> dict[str, float]:
-    """G's spread over the kept draws, ``values`` ``(C, N)`` (scratch: reordered in place), with temporaries of at
-    most ``block`` values: the sd by a float64 sum of squared deviations block by block, then the quantiles by
-    partitioning ``values`` themselves. ``values.std()`` and ``np.quantile`` each held a copy of every draw's value
-    (at d = 2 G's values are a third of the draws' bytes: the cell held 2.0x its draws, benchmarks/results/
-    front_ends.d2.sweep_cell.md)."""
-    flat = values.reshape(-1)  # a view of the contiguous scratch copy; a copy of a strided view
-    mean = flat.mean(dtype=np.float64)
-    squares = sum(float(np.sum((flat[start:start + block].astype(np.float64) - mean) ** 2))
-                  for start in range(0, flat.size, block))
-    sd = float(np.sqrt(squares / (flat.size - 1))) if flat.size > 1 else 0.0
-    low, high = float(flat.min()), float(flat.max())
-    quantiles = np.quantile(flat, [0.05, 0.5, 0.95], overwrite_input=True)  # partitions flat in place
-    return dict(probe_sd=sd, probe_min=low, probe_q05=float(quantiles[0]), probe_median=float(quantiles[1]),
-                probe_q95=float(quantiles[2]), probe_max=high)
+def _draw_blocks(values: np.ndarray, block_values: int):
+    """Slices of the draws' axis of ``values`` ``(C, N, ...)`` of about ``block_values`` values each."""
+    step = max(1, block_values // max(1, values[:, :1].size))
+    return [slice(start, start + step) for start in range(0, values.shape[1], step)]
+
+
+def _sortable_keys(piece: np.ndarray) -> np.ndarray:
+    """A copy of the floats ``piece`` (any strides; left as they are) as flat unsigned integers in the same order:
+    negative floats' bits all flipped, the others' sign bit set (-0.0 sorts just below 0.0; no NaN)."""
+    keys = np.array(piece, order="C", copy=True).reshape(-1).view(f"u{piece.dtype.itemsize}")  # never a view
+    top = keys.dtype.type(1 << (8 * keys.dtype.itemsize - 1))
+    flips = keys >> keys.dtype.type(8 * keys.dtype.itemsize - 1)  # 1 where negative
+    np.negative(flips, out=flips)                                  # all ones where negative
+    flips |= top
+    keys ^= flips
+    return keys
+
+
+def _count_digits(keys: np.ndarray, shift: int, prefixes: np.ndarray | None, counts: np.ndarray) -> None:
+    """Adds to ``counts`` ``(R, 65536)`` the 16-bit digits at ``shift`` of ``keys``: of all of them on the first
+    pass (``prefixes`` None), else of those whose higher bits equal each rank's prefix."""
+    kind = keys.dtype.type
+    if prefixes is None:
+        counts += np.bincount((keys >> kind(shift)).astype(np.intp), minlength=1 << 16)
+        return
+    higher = keys >> kind(shift + 16)
+    for index, prefix in enumerate(prefixes):
+        digits = (keys[higher == prefix] >> kind(shift)) & kind(0xFFFF)
+        counts[index] += np.bincount(digits.astype(np.intp), minlength=1 << 16)
+
+
+def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: int = 2**20,
+                      first_counts: np.ndarray | None = None) -> np.ndarray:
+    """The values at the 0-based ``ranks`` of all of ``values`` ``(C, N)`` sorted (floats of any strides, no
+    NaN), exactly, reading blocks of draws (never a copy of all of them): radix selection on the floats'
+    order-preserving unsigned keys (:func:`_sortable_keys`), 16 bits a pass over the draws (2 passes for float32,
+    4 for float64), each counting the next 16 bits of the values whose higher bits match a rank's prefix so far.
+    ``first_counts``: the first pass's counts of the top 16 bits, when a caller already made them. Memory: a block
+    and 65,536 counts per rank."""
+    unsigned = np.dtype(f"u{values.dtype.itemsize}")
+    bits = 8 * unsigned.itemsize
+    remaining = np.asarray(ranks, np.int64).copy()  # each rank's rank among the values matching its prefix
+    prefixes = np.zeros(len(remaining), unsigned)
+    for shift in range(bits - 16, -1, -16):
+        if shift == bits - 16 and first_counts is not None:
+            counts = np.broadcast_to(first_counts, (len(remaining), 1 << 16))
+        else:
+            counts = np.zeros((len(remaining), 1 << 16), np.int64)
+            for where in _draw_blocks(values, block_values):
+                _count_digits(_sortable_keys(values[:, where]), shift, None if shift == bits - 16 else prefixes,
+                              counts[:1] if shift == bits - 16 else counts)
+            if shift == bits - 16:
+                counts[1:] = counts[0]
+        for index in range(len(remaining)):
+            cumulative = np.cumsum(counts[index])
+            digit = int(np.searchsorted(cumulative, remaining[index], side="right"))
+            remaining[index] -= cumulative[digit - 1] if digit else 0
+            prefixes[index] = (prefixes[index] << unsigned.type(16)) | unsigned.type(digit)
+    top = unsigned.type(1 << (bits - 1))
+    return np.where(prefixes & top, prefixes & ~top, ~prefixes).view(values.dtype)
+
+
+def _linear_quantiles(count: int, probabilities: Sequence[float], order_statistic: Callable) -> list[float]:
+    """``np.quantile``'s default (linear) quantiles of ``count`` values from ``order_statistic(ranks)`` (the values
+    at those 0-based ranks of the sorted values), with NumPy's own arithmetic: NumPy interpolates between the two
+    order statistics around each virtual index ``(count - 1) · q``."""
+    positions = [(count - 1) * float(probability) for probability in probabilities]
+    lower = [int(math.floor(position)) for position in positions]
+    ranks = sorted({rank for low in lower for rank in (low, min(low + 1, count - 1))})
+    ordered = dict(zip(ranks, order_statistic(ranks)))
+    return [float(np.quantile(np.array([ordered[low], ordered[min(low + 1, count - 1)]]),
+                              np.array([position - low]))[0])  # the fraction as an array: float64, as NumPy's own
+            for position, low in zip(positions, lower)]
+
+
+def _spread(values: np.ndarray, block_values: int = 2**17) -> dict[str, float]:
+    """G's spread over the kept draws, ``values`` ``(C, N)`` (floats of any strides: a view of G's column in the
+    draws' buffer), neither copied whole nor reordered: one pass over blocks of draws for the float64 sums of the
+    values and their squares (about the first value), the extremes and the first count of the quantiles'
+    selection (:func:`_order_statistics`), then the selection's remaining passes. ``np.quantile`` needed a
+    contiguous copy of G's values to partition, a quarter of the kept bytes at d = 2 (benchmarks/results/
+    front_ends.d2.sweep_cell.md). The quantiles are NumPy's to the bit; NaN where a value is NaN, as NumPy's."""
+    count = values.size
+    shift = np.float64(values[0, 0])
+    sums = squares = 0.0
+    low, high = np.inf, -np.inf
+    first_counts = np.zeros((1, 1 << 16), np.int64)
+    has_nan = False
+    for where in _draw_blocks(values, block_values):
+        block = values[:, where].astype(np.float64) - shift
+        sums += float(np.sum(block))
+        squares += float(np.dot(block.reshape(-1), block.reshape(-1)))
+        piece = values[:, where]
+        piece_low, piece_high = float(piece.min()), float(piece.max())  # NaN if the block holds one
+        has_nan = has_nan or math.isnan(piece_low)
+        low, high = min(low, piece_low), max(high, piece_high)
+        if not has_nan:
+            _count_digits(_sortable_keys(piece), 8 * values.dtype.itemsize - 16, None, first_counts)
+    sd = float(np.sqrt(max(squares - sums * sums / count, 0.0) / (count - 1))) if count > 1 else 0.0
+    if has_nan:
+        quantiles, low, high = [float("nan")] * 3, float("nan"), float("nan")
+    else:
+        quantiles = _linear_quantiles(count, [0.05, 0.5, 0.95], lambda ranks: _order_statistics(
+            values, ranks, block_values, first_counts=first_counts[0]).astype(values.dtype))
+    return dict(probe_sd=sd, probe_min=low, probe_q05=quantiles[0], probe_median=quantiles[1],
+                probe_q95=quantiles[2], probe_max=high)
 
 
 def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
                   group, report=None, positions_finite=False):
     """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
-    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``, scratch: :func:`_spread` reorders them;
-    None without kept draws), R̂ and
+    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``, any strides; None without kept draws), R̂ and
     ESS of G on the diagnostic subset (``probe_subset`` ``(C_sub, S)``, the draws the verdict's
     rank-normalized statistics use); the stored positions are then ``report``-ed (valid one-hot vectors,
     integers) as generate reports them. ``positions_finite``: already known (no pass over the draws to check)."""
@@ -1410,9 +1498,9 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     seconds = time.perf_counter() - tick
     observed = dict(samples.observables or {})
     probe_values = probe_subset = None
-    if recorded:  # (C, N, d + 1): x, then G(x). G's values copied out once (C·N values: the sums, spread and
-        # quantiles below each read a strided view of every draw's row otherwise); x stays a view of the buffer.
-        probe_values = np.ascontiguousarray(samples.positions[..., -1])
+    if recorded:  # (C, N, d + 1): x, then G(x); both stay views of the buffer (G's values are read a block of
+        # draws at a time below: a contiguous copy of them was a quarter of the kept bytes at d = 2)
+        probe_values = samples.positions[..., -1]
         samples = dataclasses.replace(samples, positions=samples.positions[..., :-1])
     elif samples.positions is not None:  # a whole-run sampler stores x only
         probe_values = _probe_values_by_block(samples.positions, question.probe.fn)
@@ -1429,6 +1517,6 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     report = question.restriction.report if question.restriction.is_relaxed else None
     # G's stored values are NaN wherever a draw is not finite (_ProbeBeside): all finite, the draws are, with no pass
     # over them (it read every draw's row, 400 MB at 2,048 chains × 1,000 draws × d = 50); else the draws are checked.
-    positions_finite = recorded and bool(np.isfinite(probe_values).all())
+    positions_finite = recorded and _all_finite(probe_values)
     return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,
                          compiling.seconds, group, report, positions_finite)
