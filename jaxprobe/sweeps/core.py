@@ -1275,10 +1275,11 @@ def _draw_blocks(values: np.ndarray, block_values: int):
     return [slice(start, start + step) for start in range(0, values.shape[1], step)]
 
 
-def _sortable_keys(piece: np.ndarray) -> np.ndarray:
-    """A copy of the floats ``piece`` (any strides; left as they are) as flat unsigned integers in the same order:
-    negative floats' bits all flipped, the others' sign bit set (-0.0 sorts just below 0.0; no NaN)."""
-    keys = np.array(piece, order="C", copy=True).reshape(-1).view(f"u{piece.dtype.itemsize}")  # never a view
+def _sortable_keys(owned: np.ndarray) -> np.ndarray:
+    """The floats ``owned`` (a contiguous array the caller owns: its bits are changed in place) as flat unsigned
+    integers in the same order: negative floats' bits all flipped, the others' sign bit set (-0.0 sorts just below
+    0.0; no NaN)."""
+    keys = owned.reshape(-1).view(f"u{owned.dtype.itemsize}")
     top = keys.dtype.type(1 << (8 * keys.dtype.itemsize - 1))
     flips = keys >> keys.dtype.type(8 * keys.dtype.itemsize - 1)  # 1 where negative
     np.negative(flips, out=flips)                                  # all ones where negative
@@ -1295,9 +1296,9 @@ def _count_digits(keys: np.ndarray, shift: int, prefixes: np.ndarray | None, cou
         counts += np.bincount((keys >> kind(shift)).astype(np.intp), minlength=1 << 16)
         return
     higher = keys >> kind(shift + 16)
-    for index, prefix in enumerate(prefixes):
-        digits = (keys[higher == prefix] >> kind(shift)) & kind(0xFFFF)
-        counts[index] += np.bincount(digits.astype(np.intp), minlength=1 << 16)
+    for prefix in np.unique(prefixes):  # ranks that share a prefix (a quantile's two neighbours nearly always) share
+        digits = (keys[higher == prefix] >> kind(shift)) & kind(0xFFFF)  # one count
+        counts[prefixes == prefix] += np.bincount(digits.astype(np.intp), minlength=1 << 16)
 
 
 def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: int = 2**20,
@@ -1318,7 +1319,8 @@ def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: in
         else:
             counts = np.zeros((len(remaining), 1 << 16), np.int64)
             for where in _draw_blocks(values, block_values):
-                _count_digits(_sortable_keys(values[:, where]), shift, None if shift == bits - 16 else prefixes,
+                _count_digits(_sortable_keys(np.array(values[:, where], order="C")), shift,
+                              None if shift == bits - 16 else prefixes,
                               counts[:1] if shift == bits - 16 else counts)
             if shift == bits - 16:
                 counts[1:] = counts[0]
@@ -1344,35 +1346,41 @@ def _linear_quantiles(count: int, probabilities: Sequence[float], order_statisti
             for position, low in zip(positions, lower)]
 
 
-def _spread(values: np.ndarray, block_values: int = 2**17) -> dict[str, float]:
+def _spread(values: np.ndarray, block_values: int = 2**18, copy_values: int = 2**20) -> dict[str, float]:
     """G's spread over the kept draws, ``values`` ``(C, N)`` (floats of any strides: a view of G's column in the
-    draws' buffer), neither copied whole nor reordered: one pass over blocks of draws for the float64 sums of the
-    values and their squares (about the first value), the extremes and the first count of the quantiles'
-    selection (:func:`_order_statistics`), then the selection's remaining passes. ``np.quantile`` needed a
-    contiguous copy of G's values to partition, a quarter of the kept bytes at d = 2 (benchmarks/results/
-    front_ends.d2.sweep_cell.md). The quantiles are NumPy's to the bit; NaN where a value is NaN, as NumPy's."""
+    draws' buffer), neither copied whole nor reordered: one pass over blocks of draws, each copied once, for the
+    float64 sums of the values and their squares (about the first value), the extremes and the first count of the
+    quantiles' selection (:func:`_order_statistics`), then the selection's remaining passes; no more than
+    ``copy_values`` values: ``np.quantile`` of their copy (a constant; the selection's 65,536-bin counts cost more
+    there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a quarter of the
+    kept bytes at d = 2 (benchmarks/results/front_ends.d2.sweep_cell.md). The quantiles are NumPy's to the bit;
+    NaN where a value is NaN, as NumPy's."""
     count = values.size
+    select = count > copy_values
     shift = np.float64(values[0, 0])
     sums = squares = 0.0
     low, high = np.inf, -np.inf
     first_counts = np.zeros((1, 1 << 16), np.int64)
     has_nan = False
     for where in _draw_blocks(values, block_values):
-        block = values[:, where].astype(np.float64) - shift
-        sums += float(np.sum(block))
-        squares += float(np.dot(block.reshape(-1), block.reshape(-1)))
-        piece = values[:, where]
+        piece = np.array(values[:, where], order="C")  # the one read of this block of the strided column
         piece_low, piece_high = float(piece.min()), float(piece.max())  # NaN if the block holds one
         has_nan = has_nan or math.isnan(piece_low)
         low, high = min(low, piece_low), max(high, piece_high)
-        if not has_nan:
+        wide = piece.astype(np.float64).reshape(-1)
+        wide -= shift
+        sums += float(np.sum(wide))
+        squares += float(np.dot(wide, wide))
+        if select and not has_nan:
             _count_digits(_sortable_keys(piece), 8 * values.dtype.itemsize - 16, None, first_counts)
     sd = float(np.sqrt(max(squares - sums * sums / count, 0.0) / (count - 1))) if count > 1 else 0.0
     if has_nan:
         quantiles, low, high = [float("nan")] * 3, float("nan"), float("nan")
+    elif not select:
+        quantiles = [float(value) for value in np.quantile(np.array(values).reshape(-1), [0.05, 0.5, 0.95])]
     else:
         quantiles = _linear_quantiles(count, [0.05, 0.5, 0.95], lambda ranks: _order_statistics(
-            values, ranks, block_values, first_counts=first_counts[0]).astype(values.dtype))
+            values, ranks, block_values, first_counts=first_counts[0]))
     return dict(probe_sd=sd, probe_min=low, probe_q05=quantiles[0], probe_median=quantiles[1],
                 probe_q95=quantiles[2], probe_max=high)
 
