@@ -1263,7 +1263,7 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
                          compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
 
-def _all_finite(positions: np.ndarray, block_values: int = 2**22) -> bool:
+def _all_finite(positions: np.ndarray, block_values: int = 2**20) -> bool:
     """Whether every kept draw ``(C, N, ...)`` is finite, a block of draws at a time: ``np.isfinite`` of all of them
     at once made a temporary of a quarter of the draws' bytes."""
     return all(bool(np.isfinite(positions[:, where]).all()) for where in _draw_blocks(positions, block_values))
@@ -1311,13 +1311,14 @@ def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: in
     and 65,536 counts per rank."""
     unsigned = np.dtype(f"u{values.dtype.itemsize}")
     bits = 8 * unsigned.itemsize
+    tally = np.int32 if values.size < 2**31 else np.int64  # counts of 65,536 digits per rank: 1.5 MB for six ranks
     remaining = np.asarray(ranks, np.int64).copy()  # each rank's rank among the values matching its prefix
     prefixes = np.zeros(len(remaining), unsigned)
     for shift in range(bits - 16, -1, -16):
         if shift == bits - 16 and first_counts is not None:
             counts = np.broadcast_to(first_counts, (len(remaining), 1 << 16))
         else:
-            counts = np.zeros((len(remaining), 1 << 16), np.int64)
+            counts = np.zeros((len(remaining), 1 << 16), tally)
             for where in _draw_blocks(values, block_values):
                 _count_digits(_sortable_keys(np.array(values[:, where], order="C")), shift,
                               None if shift == bits - 16 else prefixes,
@@ -1325,7 +1326,7 @@ def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: in
             if shift == bits - 16:
                 counts[1:] = counts[0]
         for index in range(len(remaining)):
-            cumulative = np.cumsum(counts[index])
+            cumulative = np.cumsum(counts[index], dtype=np.int64)
             digit = int(np.searchsorted(cumulative, remaining[index], side="right"))
             remaining[index] -= cumulative[digit - 1] if digit else 0
             prefixes[index] = (prefixes[index] << unsigned.type(16)) | unsigned.type(digit)
@@ -1346,7 +1347,7 @@ def _linear_quantiles(count: int, probabilities: Sequence[float], order_statisti
             for position, low in zip(positions, lower)]
 
 
-def _spread(values: np.ndarray, block_values: int = 2**18, copy_values: int = 2**20) -> dict[str, float]:
+def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2**20) -> dict[str, float]:
     """G's spread over the kept draws, ``values`` ``(C, N)`` (floats of any strides: a view of G's column in the
     draws' buffer), neither copied whole nor reordered: one pass over blocks of draws, each copied once, for the
     float64 sums of the values and their squares (about the first value), the extremes and the first count of the
@@ -1360,7 +1361,7 @@ def _spread(values: np.ndarray, block_values: int = 2**18, copy_values: int = 2*
     shift = np.float64(values[0, 0])
     sums = squares = 0.0
     low, high = np.inf, -np.inf
-    first_counts = np.zeros((1, 1 << 16), np.int64)
+    first_counts = np.zeros((1, 1 << 16), np.int32 if count < 2**31 else np.int64)
     has_nan = False
     for where in _draw_blocks(values, block_values):
         piece = np.array(values[:, where], order="C")  # the one read of this block of the strided column
