@@ -1315,18 +1315,16 @@ def _order_statistics(values: np.ndarray, ranks: Sequence[int], block_values: in
     remaining = np.asarray(ranks, np.int64).copy()  # each rank's rank among the values matching its prefix
     prefixes = np.zeros(len(remaining), unsigned)
     for shift in range(bits - 16, -1, -16):
-        if shift == bits - 16 and first_counts is not None:
-            counts = np.broadcast_to(first_counts, (len(remaining), 1 << 16))
+        first = shift == bits - 16  # the first pass counts every value: one row of counts serves every rank
+        if first and first_counts is not None:
+            counts = first_counts[None]
         else:
-            counts = np.zeros((len(remaining), 1 << 16), tally)
+            counts = np.zeros((1 if first else len(remaining), 1 << 16), tally)
             for where in _draw_blocks(values, block_values):
                 _count_digits(_sortable_keys(np.array(values[:, where], order="C")), shift,
-                              None if shift == bits - 16 else prefixes,
-                              counts[:1] if shift == bits - 16 else counts)
-            if shift == bits - 16:
-                counts[1:] = counts[0]
+                              None if first else prefixes, counts)
         for index in range(len(remaining)):
-            cumulative = np.cumsum(counts[index], dtype=np.int64)
+            cumulative = np.cumsum(counts[0 if first else index], dtype=np.int64)
             digit = int(np.searchsorted(cumulative, remaining[index], side="right"))
             remaining[index] -= cumulative[digit - 1] if digit else 0
             prefixes[index] = (prefixes[index] << unsigned.type(16)) | unsigned.type(digit)
@@ -1354,7 +1352,7 @@ def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2*
     quantiles' selection (:func:`_order_statistics`), then the selection's remaining passes; no more than
     ``copy_values`` values: ``np.quantile`` of their copy (a constant; the selection's 65,536-bin counts cost more
     there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a quarter of the
-    kept bytes at d = 2 (benchmarks/results/front_ends.d2.sweep_cell.md). The quantiles are NumPy's to the bit;
+    kept bytes at d = 2 (benchmarks/README.md, the d = 2 rows of front_ends). The quantiles are NumPy's to the bit;
     NaN where a value is NaN, as NumPy's."""
     count = values.size
     select = count > copy_values
