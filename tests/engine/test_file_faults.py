@@ -436,6 +436,26 @@ def test_crc32_of_a_view_is_that_of_its_bytes_in_c_order(monkeypatch):
     assert _io.crc32(wide) == zlib.crc32(wide.tobytes()) and _io.crc32(np.zeros((0, 3))) == 0
 
 
+def test_crc32_combine_and_its_inverse_agree_with_zlib_on_the_joined_bytes():
+    """crc32(a + b) from the parts' CRCs (zlib's crc32_combine), and crc32(b) from crc32(a + b) and crc32(a) (how
+    write_npz_member gets its values' CRC from zipfile's member CRC): every length from 0 to 70 (each bit of the
+    length's low byte), a zip member's npy header before 10 MB of values, and lengths up to 2^40 against the
+    combination's algebra (an XOR: combining with b's CRC and removing it again gives a back)."""
+    import zlib
+
+    rng = np.random.default_rng(11)
+    for first_length, second_length in [(0, 0), (3, 0), (0, 5)] + [(int(rng.integers(0, 40)), n) for n in range(71)]:
+        a, b = rng.bytes(first_length), rng.bytes(second_length)
+        assert _io.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+        assert _io.crc32_without_prefix(zlib.crc32(a + b), zlib.crc32(a), len(b)) == zlib.crc32(b)
+    header, values = _io.npy_header((10, 2**18), np.float32), rng.bytes(10 * 2**20)
+    assert _io.crc32_without_prefix(zlib.crc32(header + values), zlib.crc32(header), len(values)) == zlib.crc32(values)
+    for length in (2**32 - 1, 2**32 + 7, 2**40 + 3):
+        joined = _io.crc32_combine(0x1234ABCD, 0x0BADF00D, length)
+        assert _io.crc32_without_prefix(joined, 0x1234ABCD, length) == 0x0BADF00D
+        assert _io.crc32_combine(0, 0, length) == 0 and joined != 0x0BADF00D
+
+
 def test_npz_members_are_written_as_numpy_saves_them_with_their_checksum(tmp_path):
     """``write_npz_member`` writes, a block at a time and without a ``tobytes`` copy, the member ``np.savez``
     would write (the same bytes for a C-ordered array; a strided view in C order), returns its values' CRC32, and
