@@ -820,19 +820,18 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     if not keep_draws and is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
         os.unlink(original_units)
 
-    def write_draws() -> None:
-        samples.save(os.path.join(out, "samples.npz"))
+    # The two draws' files are written each in its own thread (checksums, copies, the file system's work: NumPy,
+    # zlib and the writes let go of the GIL) while the summary is computed (NumPy and the model on the draws):
+    # each is mostly one thread's work, so they overlap. All only read the draws. A failed write raises here; the
+    # summary, written last, never describes missing files.
+    with ThreadPoolExecutor(max_workers=2) as writer:
+        written = [writer.submit(samples.save, os.path.join(out, "samples.npz"))]
         if keep_draws:
-            atomic_write(original_units, lambda stream: _write_original_units(stream, samples.positions,
-                                                                              prepared.dataset))
-
-    # The draws' files are written (checksums, copies, the file system's work) while the summary is computed
-    # (NumPy and the model on the draws): each is mostly one thread's work, so on two cores they overlap. Both
-    # only read the draws. A failed write raises here; the summary, written last, never describes missing files.
-    with ThreadPoolExecutor(max_workers=1) as writer:
-        written = writer.submit(write_draws)
+            written.append(writer.submit(atomic_write, original_units, lambda stream: _write_original_units(
+                stream, samples.positions, prepared.dataset)))
         summary = _summary(prepared, config, samples, row, keep_draws)
-        written.result()
+        for future in written:
+            future.result()
     x = None
     if keep_draws and output["plots"]:  # the figure's histograms need x in memory (a block at a time)
         z = samples.positions
