@@ -67,6 +67,30 @@ def test_the_finite_check_of_kept_draws_reads_them_a_block_at_a_time():
         assert not _all_finite(bad, block_values=50), where
 
 
+def test_g_at_every_kept_draw_is_evaluated_in_blocks_sized_by_the_run(monkeypatch):
+    """G (or jaxprobe run's model) at every kept draw after a run, a block of draws at a time: blocks of a quarter of
+    PROBE_BLOCK_VALUES for a small run (its scratch a small share of its draws), of the full size once a run has
+    PROBE_MIN_BLOCKS of them; the values are G's at each draw whatever the blocks (the last block padded)."""
+    positions = np.random.default_rng(2).normal(size=(6, 37, DIM)).astype(np.float32)
+    expected = np.asarray(jax.vmap(jax.vmap(RISKY.fn))(positions))
+    per_point = HIDDEN  # the MLP's largest intermediate per point
+    blocks = []
+    real = core._probe_values
+
+    def counted(piece, probe_fn):
+        blocks.append(piece.shape[1])
+        return real(piece, probe_fn)
+
+    monkeypatch.setattr(core, "_probe_values", counted)
+    monkeypatch.setattr(core, "PROBE_BLOCK_VALUES", 4 * 6 * per_point)  # full blocks of 24 points, quarter of 6
+    # 6 chains × 37 draws = 222 points: quarter blocks (1 draw), 222 // 15 = 14 points (2 draws), full (4 draws)
+    for min_blocks, draws_per_block in ((10**6, 1), (15, 2), (1, 4)):
+        monkeypatch.setattr(core, "PROBE_MIN_BLOCKS", min_blocks)
+        blocks.clear()
+        np.testing.assert_allclose(core._probe_values_by_block(positions, RISKY.fn), expected, rtol=2e-6, atol=1e-7)
+        assert set(blocks) == {draws_per_block} and len(blocks) == -(-37 // draws_per_block), (min_blocks, blocks)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_the_bit(dtype):
     """A cell's G spread reads G's column of the draws' buffer as a strided view, a block at a time, without
