@@ -998,7 +998,7 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
                                  lambda: outputs.reshape(len(outputs), -1).mean(axis=1),
                                  lambda value: float(np.mean(value)))
     else:
-        predicted = outputs.argmax(axis=-1) if outputs is not None else None
+        predicted = _predicted_classes(outputs) if outputs is not None else None
         class_names = prepared.dataset.class_names
         answer["model_test_accuracy"] = float(np.mean(test_outputs.argmax(axis=-1) == prepared.test.y))
         from_draws_or_observable(
@@ -1016,7 +1016,7 @@ def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dic
             other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
             from_draws_or_observable(
                 "fraction_of_samples_where_models_disagree", "disagree",
-                lambda: predicted != _outputs_at_draws(prepared.compare, samples.positions).argmax(axis=-1),
+                lambda: predicted != _predicted_classes(_outputs_at_draws(prepared.compare, samples.positions)),
                 float)
             answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
     if observed:
@@ -1090,6 +1090,17 @@ def _outputs_at_draws(model: Any, positions: np.ndarray) -> np.ndarray:
     flattened and moved to the device at once held them twice more."""
     values = _probe_values_by_block(positions, model.fn)
     return values.reshape((-1,) + values.shape[2:])
+
+
+def _predicted_classes(outputs: np.ndarray) -> np.ndarray:
+    """The class with the largest output at every draw, ``outputs`` ``(n, K)`` → ``(n,)``, in the smallest unsigned
+    type that holds ``K − 1`` (``argmax``'s int64 of every draw was 8 bytes a draw, half the outputs' own size at
+    K = 2), a block of :data:`_BLOCK_VALUES` outputs at a time."""
+    predicted = np.empty(outputs.shape[:-1], np.min_scalar_type(max(outputs.shape[-1] - 1, 0)))
+    rows = max(1, _BLOCK_VALUES // max(1, outputs.shape[-1]))
+    for start in range(0, len(outputs), rows):
+        predicted[start:start + rows] = outputs[start:start + rows].argmax(axis=-1)
+    return predicted
 
 
 def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], samples: Any,
