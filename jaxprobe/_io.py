@@ -31,8 +31,8 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = ["atomic_write", "is_writer", "float_to_json", "float_from_json", "CorruptFileError", "CorruptFileWarning",
-           "crc32", "crc32_combine", "crc32_without_prefix", "c_order_bytes", "npy_header", "write_npz_member", "write_checked_npz", "read_checked_npz",
-           "json_with_checksum", "json_checksum_ok",
+           "crc32", "crc32_combine", "crc32_without_prefix", "c_order_bytes", "npy_header", "write_npz_member",
+           "write_checked_npz", "read_checked_npz", "json_with_checksum", "json_checksum_ok",
            "no_space_error", "free_bytes"]
 
 
@@ -184,8 +184,9 @@ def write_npz_member(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...]
     array of ``shape`` and ``dtype`` whose C-order values ``blocks`` yields in order (arrays of ``dtype``, e.g.
     a few chains' draws converted as they are written, so no converted copy of the whole array is held).
     Returns the CRC32 of its values (:func:`crc32`), derived from the member's CRC that zipfile sums as each block
-    is written (:func:`crc32_without_prefix`): one pass over the bytes, no ``tobytes`` copy (``np.savez`` copied every array twice before writing it). Raises ``ValueError`` if the
-    blocks do not hold exactly ``shape``'s values."""
+    is written (:func:`crc32_without_prefix`): one pass over the bytes, no ``tobytes`` copy (``np.savez`` copied
+    every array twice before writing it). Raises ``ValueError`` if the blocks do not hold exactly ``shape``'s
+    values."""
     dtype = np.dtype(dtype)
     if dtype.hasobject:
         raise TypeError(f"array {name!r} holds Python objects ({dtype}): only numbers and strings are written "
