@@ -211,20 +211,15 @@ def _reserve(handle: int, size: int, folder: str, needed: int) -> None:
 
 # ------------------------------------------------------------------ the draws
 
-#: ``os.pwrite`` where the platform has it (not Windows): chunks are written into the draws files with it.
-_PWRITE = getattr(os, "pwrite", None)
-
 
 class HostDraws:
     """Host arrays for all kept draws, ``position`` ``(N, C, D)`` and ``logdensity`` ``(N, C)``, filled in order.
 
     With a checkpoint the arrays are the checkpoint's draws files themselves, memory-mapped ``.npy`` files
-    (:meth:`create_files`, :meth:`attach`): each chunk copied out of the device is written into the files' page
-    cache with one ``os.pwrite`` per file (its rows are contiguous, draw-major), which the maps read, so
-    checkpointing the draws costs no second copy (the kernel writes the pages back; a killed process loses nothing
-    that was written). Writing through the shared maps instead cost a page fault per 4 kB page: a 16,384-chain
-    ``jaxprobe run`` took 10.9 s against 8.7 s (min of 4, interleaved). Their blocks are reserved when they are
-    made, so a full disk cannot surface later as a SIGBUS (or an ENOSPC from the write).
+    (:meth:`create_files`, :meth:`attach`): copying a chunk out of the device writes it to the file's pages, so
+    checkpointing the draws costs no second copy and no write pass (the kernel writes the pages back; a killed
+    process loses nothing that was copied out). Their blocks are reserved when they are made, so a full disk
+    cannot surface later as a SIGBUS.
     """
 
     def __init__(self, num_samples: int, num_chains: int, dim: int, dtype: Any, keep: bool = True):
@@ -241,27 +236,9 @@ class HostDraws:
         that :meth:`hold` receives at the end)."""
         end = self.count + num_draws
         if self.keep and trace is not None:
-            for name in _DRAWS_FILES:
-                rows = to_host(getattr(trace, name))
-                if self.mapped_folder is None or _PWRITE is None:
-                    getattr(self, name)[self.count:end] = rows
-                else:  # the chunk's rows are contiguous in the file (draw-major): one positioned write, no page
-                    self._write_rows(name, self.count, rows)  # faults of a shared map
+            self.position[self.count:end] = to_host(trace.position)
+            self.logdensity[self.count:end] = to_host(trace.logdensity)
         self.count = end
-
-    def _write_rows(self, name: str, start: int, rows: np.ndarray) -> None:
-        """Write ``rows`` into the draws file ``name`` from row ``start`` (``os.pwrite``: the page cache the maps
-        read; the file's blocks were reserved when it was made)."""
-        path, shape, dtype, header, _ = self._file(self.mapped_folder, name)
-        data = memoryview(np.ascontiguousarray(rows, dtype)).cast("B")
-        offset = len(header) + start * int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        handle = os.open(path, os.O_WRONLY)
-        try:
-            done = 0
-            while done < len(data):  # a write may take fewer bytes than asked (Linux: at most 2 GB - 4 kB)
-                done += _PWRITE(handle, data[done:], offset + done)
-        finally:
-            os.close(handle)
 
     def hold(self, trace: "core.Trace") -> None:
         """Take a whole run's device buffer as the draws: on a CPU device NumPy views its memory, no copy.
