@@ -289,8 +289,10 @@ def child_main(spec: dict[str, Any]) -> None:
 
 
 #: Kept draws below which a memory figure is the median of ``Config.small_draws_repeats`` children (full and 20
-#: draws each).
-SMALL_DRAWS_BYTES = 128 * answer_speed.MB
+#: draws each). A child's rise scatters by about 10 MB (the 20-draw child of `jaxprobe run` at 2,048 chains: 28-37 MB
+#: in four runs of the same code on 2026-11-29, 1.22-1.29x of 250 MB of draws): a single child is enough only where
+#: 10 MB is a small share of the draws.
+SMALL_DRAWS_BYTES = 512 * answer_speed.MB
 
 
 def _median_child(children: list[dict[str, Any]]) -> dict[str, Any]:
