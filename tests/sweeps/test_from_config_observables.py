@@ -301,3 +301,39 @@ def test_summary_moments_of_draw_major_draws_equal_those_of_chain_major_ones(mon
     np.testing.assert_allclose(expected[1].mean, second.mean(axis=(0, 1)), rtol=1e-12)
     starts = streaming.batch_starts(103, streaming.Monitor(24, 1, 103).num_batches)
     assert starts[0] == 0 and np.all(np.diff(starts) > 0)
+
+
+def test_a_failed_write_of_the_draws_raises_and_the_summary_never_describes_it(kept, tmp_path, monkeypatch):
+    """jaxprobe run writes samples.npz and samples_original_units.npz in two threads beside the summary: a disk that
+    fills while the second is written raises (ENOSPC, naming the folder) after both threads are done, before
+    summary.json or the checkpoint's removal; no partial file is left, the earlier run's summary stays as it was, and
+    the run asked again resumes from its checkpoint to the same answer."""
+    import errno
+
+    from jaxprobe.sweeps import from_config
+
+    config, summary, _, _ = kept
+    out = tmp_path / "out"
+    first = run_config(config, out=str(out), progress=False)
+    written = (out / "summary.json").read_text()
+    original = from_config.atomic_write
+
+    def filling(path, write, binary=True):
+        if str(path).endswith("samples_original_units.npz"):
+            def half(stream):
+                stream.write(b"\0" * 100)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return original(path, half, binary)
+        return original(path, write, binary)
+
+    monkeypatch.setattr(from_config, "atomic_write", filling)
+    with pytest.raises(OSError, match="no space left in") as error:
+        run_config(config, out=str(out), progress=False)
+    assert error.value.errno == errno.ENOSPC
+    assert (out / "summary.json").read_text() == written          # not rewritten to describe the failed run
+    assert not [name for name in map(str, out.iterdir()) if name.endswith(".partial")]
+    assert (out / "checkpoint.npz").exists()                       # kept: the results are not all on file
+    monkeypatch.setattr(from_config, "atomic_write", original)
+    again = run_config(config, out=str(out), progress=False)
+    assert again["answer"] == first["answer"] == summary["answer"]
+    assert not (out / "checkpoint.npz").exists()
