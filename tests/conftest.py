@@ -122,6 +122,22 @@ def compile_counter():
     return Compiles()
 
 
+def disk_fills_in(atomic_write, fills):
+    """``atomic_write`` (jaxprobe._io's, or a module's import of it) where the write of each path for which
+    ``fills(path)`` is true writes 100 bytes and then fails with ENOSPC, as a disk that fills part-way would."""
+    import errno
+
+    def filling(path, write, binary=True):
+        if fills(path):
+            def half(stream):
+                stream.write(b"\0" * 100)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return atomic_write(path, half, binary)
+        return atomic_write(path, write, binary)
+
+    return filling
+
+
 def ctrl_c_in_chunk(monkeypatch, number: int) -> None:
     """Make the engine's ``number``-th compiled chunk call raise KeyboardInterrupt (as Ctrl-C there would);
     ``monkeypatch`` restores the engine's own."""

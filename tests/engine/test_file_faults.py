@@ -17,7 +17,7 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.conftest import normal_starts, std_normal
+from tests.conftest import disk_fills_in, normal_starts, std_normal
 
 import jaxprobe
 from jaxprobe import _io
@@ -321,16 +321,11 @@ def test_disk_full_mid_run_raises_and_the_rerun_resumes(reference, tmp_path, mon
     the bytes and what to do; the verified chunks stay, and the rerun resumes to the undamaged answer."""
     original, calls = _io.atomic_write, []
 
-    def filling(path, write, binary=True):
+    def seventh(path):  # warmup: boundary + state; each chunk: boundary + state; the third chunk's boundary
         calls.append(path)
-        if len(calls) == 7:  # warmup: boundary + state; each chunk: boundary + state; the third chunk's boundary
-            def half(stream):
-                stream.write(b"\0" * 100)
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return original(path, half, binary)
-        return original(path, write, binary)
+        return len(calls) == 7
 
-    monkeypatch.setattr(_io, "atomic_write", filling)
+    monkeypatch.setattr(_io, "atomic_write", disk_fills_in(original, seventh))
     with pytest.raises(OSError, match=r"no space left in .* for checkpoint .*needs [\d,]+ bytes.*The 20 draws per "
                                       r"chain saved before are kept") as error:
         _sample(tmp_path / "ck.npz")

@@ -311,22 +311,15 @@ def test_a_failed_write_of_the_draws_raises_and_the_summary_never_describes_it(k
     import errno
 
     from jaxprobe.sweeps import from_config
+    from tests.conftest import disk_fills_in
 
     config, summary, _, _ = kept
     out = tmp_path / "out"
     first = run_config(config, out=str(out), progress=False)
     written = (out / "summary.json").read_text()
     original = from_config.atomic_write
-
-    def filling(path, write, binary=True):
-        if str(path).endswith("samples_original_units.npz"):
-            def half(stream):
-                stream.write(b"\0" * 100)
-                raise OSError(errno.ENOSPC, "No space left on device")
-            return original(path, half, binary)
-        return original(path, write, binary)
-
-    monkeypatch.setattr(from_config, "atomic_write", filling)
+    monkeypatch.setattr(from_config, "atomic_write",
+                        disk_fills_in(original, lambda path: str(path).endswith("samples_original_units.npz")))
     with pytest.raises(OSError, match="no space left in") as error:
         run_config(config, out=str(out), progress=False)
     assert error.value.errno == errno.ENOSPC
