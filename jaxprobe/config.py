@@ -24,6 +24,7 @@ A file describes one probe (``jaxprobe run``) or a grid of them (``jaxprobe swee
     dir = "runs/risky"
     keep_draws = true              # false: keep no draw (memory O(chains x d)); the answer uses the observables
     observables = ["predicted_class", "features"]   # built-ins, averaged as the chains run
+    checkpoint_min_seconds = 60    # jaxprobe run: checkpoint runs projected to sample this long (0: every run)
 
     [precision]                    # optional, `jaxprobe run` only: ask for an error bar, not a run size
     target = "disagree"            # "probe", "log_evidence" (smc) or one of [output] observables (or its answer field)
@@ -213,6 +214,7 @@ def _int_at_least(minimum: int) -> Callable[[Any], bool]:
 
 _is_number = _accepted_by(check_number)  # a finite real number (not a bool)
 _positive = _accepted_by(check_number, minimum=0, exclusive_minimum=True)
+_nonnegative = _accepted_by(check_number, minimum=0)
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
@@ -308,6 +310,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "observables; no samples_original_units.npz)", lambda v: isinstance(v, bool), True),
         "observables": Key("a list of built-in observable names (jaxprobe.sweeps.from_config.OBSERVABLES), e.g. "
                            "[\"disagree\", \"predicted_class\"]", _string_list, []),
+        "checkpoint_min_seconds": Key("a number >= 0 (jaxprobe run checkpoints into the output folder a run whose "
+                                      "sampling, projected from the warmup's speed, takes at least this many "
+                                      "seconds; 0: every run)", _nonnegative, 60.0),
     },
     "precision": {
         "target": Key("\"probe\" (G(x)), \"log_evidence\" (sampler smc) or a name of [output] observables (or "

@@ -386,10 +386,11 @@ def test_validate_catches_what_run_would_reject(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_run_is_checkpointed_and_resumes_after_an_interruption(tmp_path, monkeypatch, capsys):
-    """jaxprobe run checkpoints into its output folder by default: Ctrl-C exits 130 saying how to resume, the
-    same command resumes and gives the uninterrupted run's draws, and nothing is left behind afterwards."""
+    """jaxprobe run checkpoints into its output folder (every run with checkpoint_min_seconds = 0): Ctrl-C exits
+    130 saying how to resume, the same command resumes and gives the uninterrupted run's draws, and nothing is left
+    behind afterwards."""
     config = _small("prediction_risky.toml", tmp_path, chains=16, samples=40, warmup=20,
-                    extra={'name = "smc"': 'name = "mala"'})
+                    extra={'name = "smc"': 'name = "mala"', "[output]": "[output]\ncheckpoint_min_seconds = 0"})
     assert main(["run", config, "--out", str(tmp_path / "whole"), "--quiet"]) == EXIT_OK
     ctrl_c_in_chunk(monkeypatch, 4)
     out = tmp_path / "resumed"
@@ -456,7 +457,7 @@ def test_run_refuses_a_checkpoint_of_another_question(tmp_path, capsys):
     """An interrupted run's checkpoint is not resumed by a run of another question (here another temperature):
     exit 2 saying what differs and what to do; the checkpoint is left as it was."""
     config = _small("prediction_risky.toml", tmp_path, chains=8, samples=40, warmup=10,
-                    extra={'name = "smc"': 'name = "mala"'})
+                    extra={'name = "smc"': 'name = "mala"', "[output]": "[output]\ncheckpoint_min_seconds = 0"})
     out = tmp_path / "out"
     with pytest.MonkeyPatch.context() as patch:
         ctrl_c_in_chunk(patch, 4)
@@ -482,7 +483,8 @@ def test_run_resumes_after_sigkill_and_leaves_no_temporary_files(tmp_path):
     import time
 
     config = _small("prediction_risky.toml", tmp_path, chains=64, samples=3000, warmup=50,
-                    extra={'name = "smc"': 'name = "mala"', "[output]": "[output]\nplots = false"})
+                    extra={'name = "smc"': 'name = "mala"',
+                           "[output]": "[output]\nplots = false\ncheckpoint_min_seconds = 0"})
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "jaxprobe.cli", "run", config, "--out", str(out), "--quiet"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -14,6 +14,7 @@ speed device (:mod:`jaxprobe.engine.numerics`).
 
 from jaxprobe._io import CorruptFileError, CorruptFileWarning
 from jaxprobe.engine.api import CheckpointMismatchError, canonicalize_key, chain_sharding, sample
+from jaxprobe.engine.checkpoint import CheckpointIfLong
 from jaxprobe.engine.chees import ChEESAdaptation, chees_warmup
 from jaxprobe.engine.core import (
     EngineState,
@@ -46,6 +47,7 @@ from jaxprobe.engine.estimates import Estimate, MCSEWarning
 __all__ = [
     "sample",
     "CheckpointMismatchError",
+    "CheckpointIfLong",
     "CorruptFileError",
     "CorruptFileWarning",
     "Estimate",

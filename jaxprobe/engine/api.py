@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 import warnings
 import weakref
 from typing import Any, Callable
@@ -14,11 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxprobe._compiles import Compiles
 from jaxprobe._inputs import as_float_array, as_positions, check_int, check_number
 from jaxprobe._pointwise import map_points
 from jaxprobe.engine import core
 from jaxprobe.engine.checkpoint import STAT_FIELDS as _STAT_FIELDS
-from jaxprobe.engine.checkpoint import CheckpointMismatchError, CheckpointWriter, HostDraws as _HostDraws
+from jaxprobe.engine.checkpoint import (CheckpointIfLong, CheckpointMismatchError, CheckpointWriter,
+                                        HostDraws as _HostDraws)
 from jaxprobe.engine.checkpoint import discard_unsaved, prepare as prepare_checkpoint, resume as resume_checkpoint
 from jaxprobe.engine.checkpoint import run_identity
 from jaxprobe.engine.core import canonicalize_key
@@ -588,7 +591,7 @@ def sample(
     progress: bool = True,
     devices: Any = None,
     sampler_options: dict[str, Any] | None = None,
-    checkpoint: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | CheckpointIfLong | None = None,
     reference: Any = None,
     convergence: str = "warn",
     numerics: str | None = None,
@@ -676,6 +679,9 @@ def sample(
         :class:`jaxprobe.CorruptFileError` (:mod:`jaxprobe.engine.checkpoint`).
         Arguments that differ from the checkpoint's raise
         :class:`jaxprobe.engine.CheckpointMismatchError` (a ``ValueError``) naming them.
+        :class:`jaxprobe.engine.CheckpointIfLong` ``(path, min_seconds)`` checkpoints a new
+        run only when its sampling, projected from the warmup's speed, takes at least
+        ``min_seconds`` (what ``jaxprobe run`` does).
     reference
         For ``sampler="smc"``: the reference r the tempering starts from, an object
         callable as its log density (one position → scalar) with
@@ -770,7 +776,9 @@ def sample(
     # its draws files: before anything compiles, its path is checked, its state file verified, and for a new run
     # the files are made with their whole size reserved (a full disk: OSError naming the folder and the bytes).
     draws = _HostDraws(run.num_samples, run.num_chains, run.record_dim, run.dtype, run.keep_draws)
-    checkpoint = prepare_checkpoint(checkpoint, draws) if checkpoint is not None else None
+    if_long = checkpoint if isinstance(checkpoint, CheckpointIfLong) else None
+    checkpoint = prepare_checkpoint(checkpoint if if_long is None else if_long.path, draws) if (
+        checkpoint is not None) else None
     bar = writer = None
     try:
         placed = _place(run, rng_key, devices)
@@ -778,7 +786,13 @@ def sample(
         bar = Progress(progress, run.num_warmup + run.num_samples * run.thin, f"{sampler} x{run.num_chains}")
         run_id = run_identity(rng_key, run, placed) if checkpoint is not None else None
         writer = CheckpointWriter(checkpoint.path, run_id) if checkpoint is not None else None
-        progress_state = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer, bar)
+        *progress_state, checkpointed = _adapt_or_resume(key_warmup, run, placed, draws, checkpoint, run_id, writer,
+                                                         bar, if_long)
+        if not checkpointed:  # a new run too short to be worth resuming (CheckpointIfLong): its files go, nothing
+            writer.close()  # was saved; the draws land where an unchecked run's do
+            discard_unsaved(checkpoint)
+            writer = checkpoint = None
+            draws = _HostDraws(run.num_samples, run.num_chains, run.record_dim, run.dtype, run.keep_draws)
         state, stats_sum, monitored = _run_chunks(key_sampling, run, placed, *progress_state, draws, run_id, writer,
                                                   bar)
     finally:
@@ -906,24 +920,34 @@ def _place(run: _Run, rng_key: PRNGKey, devices: Any) -> _Placed:
     return _Placed(sharding, policy, kernel, state, smc_result, starts_range)
 
 
-def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", checkpoint, run_id, writer, bar):
+def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", checkpoint, run_id, writer, bar,
+                     if_long: CheckpointIfLong | None = None):
     """Where sampling starts: a checkpoint's state, statistics and folded draw statistics (its draws files
     become ``draws``) when ``checkpoint`` holds one of this run, else the warmup's (written to the checkpoint
-    at once) with empty statistics. Returns ``(state, stats_sum, monitored)`` (``stats_sum`` None: no draws
-    yet)."""
+    at once) with empty statistics. Returns ``(state, stats_sum, monitored, checkpointed)`` (``stats_sum`` None:
+    no draws yet); ``checkpointed`` is False for a new run whose sampling, projected from its warmup's speed, is
+    shorter than ``if_long.min_seconds``: nothing was written, and the caller drops the checkpoint."""
     template = _monitored_zeros(run, placed)
     resumed = (resume_checkpoint(checkpoint, run_id, draws, writer, placed.state, template, placed.sharding)
                if checkpoint is not None else None)  # verified chunk by chunk; rewound to the last verified one
     if resumed is not None:
         state, stats_sum, monitored = resumed
         bar.update(run.num_warmup + draws.count * run.thin, float("nan"), "resumed")
-        return state, stats_sum, monitored
-    state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
-                        run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
-                        run.chunk_size, bar)
+        return state, stats_sum, monitored, True
+    timed = writer is not None and if_long is not None
+    with Compiles() as compiling:
+        started = time.perf_counter()
+        state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
+                            run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
+                            run.chunk_size, bar)
+        if timed:  # the warmup's own time: finished, less its tracing and compiling
+            jax.block_until_ready(state)
+        warmup_seconds = time.perf_counter() - started - compiling.seconds
+    if timed and not if_long.worth_checkpointing(warmup_seconds, run.num_warmup, run.num_samples * run.thin):
+        return state, None, template, False
     if writer is not None:  # the draws files were made before compiling (checkpoint.prepare)
         writer.save(run_id, state, draws, None, template)
-    return state, None, template
+    return state, None, template, True
 
 
 def _monitored_zeros(run: _Run, placed: _Placed) -> Any:

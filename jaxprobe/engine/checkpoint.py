@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxprobe._inputs import check_number
 from jaxprobe._io import (CorruptFileError, CorruptFileWarning, crc32, free_bytes, is_writer, no_space_error,
                           npy_header, read_checked_npz, write_checked_npz)
 from jaxprobe._pointwise import map_points
@@ -54,7 +55,7 @@ from jaxprobe.types import PRNGKey
 
 # The rest (HostDraws, CheckpointWriter, Checkpoint, prepare, resume, discard_unsaved, run_identity,
 # remove_stale_partials) is the run driver's plumbing (engine/api.py): importable, not public API.
-__all__ = ["CheckpointMismatchError", "draws_folder", "STAT_FIELDS"]
+__all__ = ["CheckpointMismatchError", "CheckpointIfLong", "draws_folder", "STAT_FIELDS"]
 
 STAT_FIELDS = ("acceptance_rate_sum", "num_divergent", "num_nonfinite", "num_gradient_evaluations")
 # 2: the identity includes the target, initial positions and inverse mass matrix; 3: .npy draws files per chunk;
@@ -160,6 +161,50 @@ def draws_folder(path: str) -> str:
     'runs/chain.npz.draws'
     """
     return os.fspath(path) + ".draws"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointIfLong:
+    """``checkpoint=`` for a run that is checkpointed only when it is long enough to be worth resuming.
+
+    A new run is checkpointed into ``path`` (as ``checkpoint=path`` would) when its sampling, projected from the
+    warmup's speed (compiling excluded), takes at least ``min_seconds``; a shorter one writes no checkpoint, so an
+    interruption loses less than ``min_seconds`` of sampling and the warmup. A checkpoint of this run already at
+    ``path`` is always resumed. Without warmup steps there is no speed to project from: the run is checkpointed.
+    With several processes, always (each process would time its own warmup, and all must agree).
+
+    Why: on a CPU the checkpoint's copy of every chunk into its mapped files competes with the sampling for the
+    same cores. ``jaxprobe run`` of 16,384 chains × 1,000 draws (d = 30, 2 cores) took 10.1-15 s checkpointed
+    against 7.2-8.5 s not (``benchmarks/README.md``); ``jaxprobe run`` uses this with ``[output]
+    checkpoint_min_seconds`` (default 60).
+
+    Examples
+    --------
+    >>> prior = jaxprobe.priors.StandardNormal()
+    >>> init = prior.sample(jax.random.key(0), 4, (2,))
+    >>> samples = jaxprobe.sample(jax.random.key(1), prior, init, num_samples=500, num_warmup=200, progress=False,
+    ...                           checkpoint=CheckpointIfLong("short.npz", min_seconds=3600))
+    >>> import os; os.path.exists("short.npz"), os.path.exists("short.npz.draws")    # a short run: none written
+    (False, False)
+    >>> CheckpointIfLong("run.npz", min_seconds=-1)
+    Traceback (most recent call last):
+        ...
+    ValueError: CheckpointIfLong min_seconds must be finite and >= 0, got -1
+    """
+
+    path: str | os.PathLike
+    min_seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "min_seconds", check_number(self.min_seconds, "CheckpointIfLong min_seconds",
+                                                             minimum=0))
+
+    def worth_checkpointing(self, warmup_seconds: float, num_warmup: int, num_steps: int) -> bool:
+        """Whether ``num_steps`` sampling steps, at the speed of ``num_warmup`` warmup steps that took
+        ``warmup_seconds`` (compiling excluded), take at least :attr:`min_seconds` (no warmup steps: True)."""
+        if num_warmup == 0 or jax.process_count() > 1:
+            return True
+        return max(warmup_seconds, 0.0) / num_warmup * num_steps >= self.min_seconds
 
 
 def _boundary_path(path: str, count: int) -> str:

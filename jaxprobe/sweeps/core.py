@@ -38,6 +38,7 @@ from jaxprobe._pointwise import batch_plan, map_points
 from jaxprobe._values import ByValue, value_key
 from jaxprobe.constraints import restriction
 from jaxprobe.engine import core
+from jaxprobe.engine.checkpoint import CheckpointIfLong
 from jaxprobe.engine.api import (CheckpointMismatchError, canonicalize_key, chain_sharding, to_host,
                                  compiled_program_count, make_kernel)
 from jaxprobe.engine.compiled import jit_bounded
@@ -516,7 +517,7 @@ def sweep(
     devices: Any = None,
     dtype: Any = jnp.float32,
     convergence: str = "warn",
-    checkpoint: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | CheckpointIfLong | None = None,
     numerics: str | None = None,
     observables: dict[str, Callable] | None = None,
     keep_draws: bool = True,
@@ -579,7 +580,8 @@ def sweep(
         the finished cells found there (resume); cells that failed are retried.
     checkpoint
         For a one-cell sweep: a ``.npz`` path for :func:`jaxprobe.sample`'s checkpoint (resume an
-        interrupted single run). Several cells resume from ``out`` instead.
+        interrupted single run), or a :class:`jaxprobe.engine.CheckpointIfLong` of one (checkpointed only
+        when long: ``jaxprobe run``). Several cells resume from ``out`` instead.
     convergence
         ``"warn"`` (default): one :class:`jaxprobe.ConvergenceWarning` naming the cells
         whose verdict failed (their status is ``"unconverged"``, the ``problems``

@@ -243,6 +243,41 @@ def test_checkpoint_resumes_an_interrupted_run_exactly(tmp_path, monkeypatch, sa
                                   reference.positions)
 
 
+def test_checkpoint_if_long_writes_a_checkpoint_only_for_a_run_worth_resuming(tmp_path, monkeypatch):
+    """CheckpointIfLong(path, min_seconds): a new run whose sampling, projected from the warmup's speed (compiling
+    excluded), is shorter than min_seconds writes nothing and gives the unchecked run's answer bit for bit; with
+    min_seconds = 0 it is checkpointed as checkpoint=path is; a checkpoint already at the path is resumed whatever
+    the threshold; the projection is steps × the warmup's time per step."""
+    from jaxprobe.engine import CheckpointIfLong
+
+    kwargs = dict(num_samples=200, num_warmup=2, chunk_size=50, progress=False)
+    # A log density of its own: its warmup compiles here, and the compile (hundreds of ms, x100 in the projection)
+    # must not count, or this short run would be projected over 5 s.
+    fresh = lambda x: -0.5 * jnp.sum(x**2) - 0.0 * jnp.sum(jnp.sin(x))  # noqa: E731
+    reference = jaxprobe.sample(11, fresh, _init(), **kwargs)
+    short = jaxprobe.sample(11, lambda x: fresh(x), _init(), checkpoint=CheckpointIfLong(tmp_path / "run.npz", 5.0),
+                            **kwargs)
+    assert list(tmp_path.iterdir()) == []                            # no state file, no draws folder
+    np.testing.assert_array_equal(short.positions, reference.positions)
+    np.testing.assert_array_equal(short.logdensity, reference.logdensity)
+    assert short.verdict.to_dict() == reference.verdict.to_dict()
+
+    always = jaxprobe.sample(11, fresh, _init(), checkpoint=CheckpointIfLong(tmp_path / "run.npz", 0), **kwargs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.draws"]
+    np.testing.assert_array_equal(always.positions, reference.positions)
+    monkeypatch.setattr(api, "_run_chunk", lambda *a, **k: pytest.fail("resampled a finished run"))
+    resumed = jaxprobe.sample(11, fresh, _init(), checkpoint=CheckpointIfLong(tmp_path / "run.npz", 1e9), **kwargs)
+    np.testing.assert_array_equal(resumed.positions, reference.positions)
+
+    policy = CheckpointIfLong("run.npz", min_seconds=10)
+    assert policy.worth_checkpointing(1.0, num_warmup=100, num_steps=1000)          # 10 s projected
+    assert not policy.worth_checkpointing(1.0, num_warmup=100, num_steps=999)
+    assert policy.worth_checkpointing(0.0, num_warmup=0, num_steps=1)               # no warmup: no speed to go by
+    for bad, error in ((-1, ValueError), (float("nan"), ValueError), ("60", TypeError), (True, TypeError)):
+        with pytest.raises(error, match="CheckpointIfLong min_seconds"):
+            CheckpointIfLong("run.npz", bad)
+
+
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     path = tmp_path / "run.npz"
     jaxprobe.sample(1, std_normal, _init(), num_samples=4, num_warmup=4, progress=False, checkpoint=path)

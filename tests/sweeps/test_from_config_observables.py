@@ -314,6 +314,7 @@ def test_a_failed_write_of_the_draws_raises_and_the_summary_never_describes_it(k
     from tests.conftest import disk_fills_in
 
     config, summary, _, _ = kept
+    config = config.with_values({"output.checkpoint_min_seconds": 0})  # checkpointed, however short
     out = tmp_path / "out"
     first = run_config(config, out=str(out), progress=False)
     written = (out / "summary.json").read_text()
