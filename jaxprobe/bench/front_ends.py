@@ -16,10 +16,11 @@ the same transitions on both sides and their draws compared), and their peak mem
   path ``sweep`` takes for a single cell; each cell also evaluates G at every kept draw for its results' probe
   column) against the limit with the cell's key ``fold_in(key, 0)`` that evaluates G at every kept draw too;
 - *jaxprobe run*: ``run_config(config, out=folder)``, what ``jaxprobe run`` does once its file is read (a one-cell
-  sweep checkpointed into the folder, then ``samples.npz``, ``samples_original_units.npz``, ``summary.json``), on
-  :data:`RUN_CONFIG`'s question (breast-cancer data, d = 30, an MLP fitted from the file) against the limit of
-  that question with the cell's key, G at every kept draw; the files are part of the answer it times, not of the
-  limit;
+  sweep, then ``samples.npz``, ``samples_original_units.npz``, ``summary.json``), on :data:`RUN_CONFIG`'s
+  question (breast-cancer data, d = 30, an MLP fitted from the file) against the limit of that question with the
+  cell's key, G at every kept draw; the files are part of the answer it times, not of the limit. As configured
+  by default (checkpointed only when projected to sample for a minute or more: none of these sizes) and, as
+  *checkpointed*, with ``[output] checkpoint_min_seconds = 0`` (what a long run pays);
 - *memory*: peak resident memory of each front end's second call against its kept draws' bytes
   (``answer_speed.measure_call_twice``: the rise over the resident size it started from).
 
@@ -62,9 +63,13 @@ from jaxprobe.benchmark.targets import mlp_probe
 #: The box of the constrained rows: wide enough that the answer is the unconstrained one's (|x| ≤ 5 under N(0, I)),
 #: so the rows differ only by the map z ↦ x and its log-Jacobian.
 BOX = 5.0
-KINDS = ("generate", "generate_box", "sweep_cell", "run")
+KINDS = ("generate", "generate_box", "sweep_cell", "run", "run_checkpointed")
 LABELS = {"generate": "generate", "generate_box": f"generate, Box(−{BOX:g}, {BOX:g})",
-          "sweep_cell": "sweep, one cell", "run": "jaxprobe run (run_config)"}
+          "sweep_cell": "sweep, one cell", "run": "jaxprobe run (run_config)",
+          "run_checkpointed": "jaxprobe run, checkpointed (checkpoint_min_seconds = 0)"}
+#: The rows of ``jaxprobe run``: as configured by default (a run projected to sample for under a minute is not
+#: checkpointed), and with every run checkpointed, what a long run pays.
+RUN_KINDS = ("run", "run_checkpointed")
 #: The ``run`` rows' configuration: what ``jaxprobe run`` reads from a file (its question is the data set's, not the
 #: benchmark MLP's: d = 30 standardized features of scikit-learn's bundled breast-cancer data, the classifier an
 #: MLP fitted by scikit-learn from the file, G = |P(malignant | x) − 0.5|²).
@@ -146,13 +151,13 @@ def _scratch_folder(prefix: str) -> str:
 
 def kind_dim(kind: str, dim: int) -> int:
     """d of a row's question: the data set's 30 features for ``run``, else ``dim``."""
-    return RUN_DIM if kind == "run" else dim
+    return RUN_DIM if kind in RUN_KINDS else dim
 
 
 def kept_values(kind: str) -> int:
     """Values kept per draw beside its d coordinates: its log density, and for a sweep cell (``run`` too) G's value,
     which the cell keeps with every draw for its table's spread and quantiles (its limit keeps it too)."""
-    return 2 if kind in ("sweep_cell", "run") else 1
+    return 2 if kind in ("sweep_cell", *RUN_KINDS) else 1
 
 
 #: d of the ``run`` rows' data set (breast cancer).
@@ -173,10 +178,12 @@ class _RunOutput:
 def front_end_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmup: int,
                    thin: int) -> Callable[[], Any]:
     """The user's call, exactly, returning its :class:`jaxprobe.Samples` (draws on the host)."""
-    if kind == "run":  # jaxprobe run's work after parsing the file: sample, summarize, write its files
+    if kind in RUN_KINDS:  # jaxprobe run's work after parsing the file: sample, summarize, write its files
         from jaxprobe.sweeps.from_config import run_config
 
         config, _ = run_setup(num_chains, num_samples, num_warmup, thin)
+        if kind == "run_checkpointed":  # every run checkpointed, as a long one is by default
+            config = config.with_values({"output.checkpoint_min_seconds": 0})
         out = _scratch_folder("jaxprobe-bench-run-")
 
         def call():
@@ -200,17 +207,17 @@ def limit_call(kind: str, dim: int, num_chains: int, num_samples: int, num_warmu
     """The limit doing the front end's transitions: its starting points and keys (``generate``: ``split(key)`` →
     initial positions, the run's key; a sweep cell: the same from ``fold_in(key, 0)``, and G at every kept draw, which
     the cell's results report), draws in data space."""
-    if kind == "run":
+    if kind in RUN_KINDS:
         _, question = run_setup(num_chains, num_samples, num_warmup, thin)
     else:
         question, _ = question_and_probe(kind, dim)
     key = jax.random.key(SEED)
-    if kind in ("sweep_cell", "run"):  # jaxprobe run is a one-cell sweep
+    if kind in ("sweep_cell", *RUN_KINDS):  # jaxprobe run is a one-cell sweep
         key = jax.random.fold_in(key, 0)
     key_init, key_sample = jax.random.split(key)
     z0 = np.asarray(question.initial_positions(key_init, num_chains))
     to_answer = None if question.restriction.is_identity else question.to_data
-    extra = question.probe.fn if kind in ("sweep_cell", "run") else None  # G at every kept draw, as a cell reports
+    extra = question.probe.fn if kind in ("sweep_cell", *RUN_KINDS) else None  # G at every kept draw, as a cell reports
     return engine_limit_call(as_sample_runs(engine.MALA()), question.logdensity, z0, num_samples, num_warmup, thin,
                              key=key_sample, to_answer=to_answer, extra=extra)
 
@@ -254,12 +261,12 @@ def timing_section(config: Config, dim: int) -> list[dict[str, Any]]:
                                   front_end_call(kind, dim, num_chains, config.num_samples, config.num_warmup, thin),
                                   stash.sample(kind))
                 candidates = [limit, front]
-                if kind == "run":  # the least a command that writes its answer can cost: the limit, then its files
+                if kind in RUN_KINDS:  # the least a command that writes its answer can cost: the limit, then its files
                     candidates.append(Candidate("limit_files", num_chains, steps, limit_with_files_call(
                         num_chains, config.num_samples, config.num_warmup, thin)))
                 time_interleaved(candidates, config.repetitions)
                 extra = {}
-                if kind == "run":
+                if kind in RUN_KINDS:
                     with_files = timing_row(front, candidates[2])
                     extra = {"files_reference_seconds": with_files["reference_seconds"],
                              "ratio_to_limit_with_files": with_files["ratio"],
@@ -364,8 +371,10 @@ def markdown(results: dict[str, Any]) -> str:
              "does its limit. *jaxprobe run* rows time `run_config` (what the command does after reading its file) "
              f"on their own question: {RUN_DIM} standardized features of the bundled breast-cancer data, an MLP "
              "classifier fitted from the file (once per process), G = |P(malignant | x) − 0.5|², the same τ, prior, "
-             "sampler and sizes; the run writes a checkpoint as it goes, then `samples.npz`, "
-             "`samples_original_units.npz` and `summary.json`, which the limit does not. "
+             "sampler and sizes; the run writes `samples.npz`, `samples_original_units.npz` and `summary.json`, which "
+             "the limit does not, and checkpoints its draws as it goes when its sampling, projected from the "
+             "warmup's speed, takes at least `[output] checkpoint_min_seconds` (default 60 s: none of the *jaxprobe "
+             "run (run_config)* rows here; the *checkpointed* rows set it to 0, as a long run is). "
              f"Interleaved, {config['repetitions']} repetitions after an untimed first call; ratio = min time / "
              "min time (median paired wall and CPU ratios in brackets).", "",
              "| front end | C | thin | limit s | front end s | ratio | (median paired) | (CPU) | target | | "
@@ -383,12 +392,12 @@ def markdown(results: dict[str, Any]) -> str:
                   "The limit of the `run` rows, then the two files of kept draws `jaxprobe run` writes (standardized "
                   "and original units, each written atomically by the writer `jaxprobe run` uses, replacing the "
                   "previous call's): the least a command that writes its answer can cost. `jaxprobe run` also "
-                  "checkpoints its draws as it "
-                  "goes and writes `summary.json`.", "",
-                  "| C | limit s | limit + files s | jaxprobe run s | ratio to limit + files | (median paired) |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+                  "writes `summary.json` (and the checkpointed rows their checkpoint).", "",
+                  "| front end | C | limit s | limit + files s | jaxprobe run s | ratio to limit + files | "
+                  "(median paired) |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
         for row in run_rows:
-            lines.append(f"| {row['num_chains']} | {row['reference_seconds']:.3f} | "
+            lines.append(f"| {row['label']} | {row['num_chains']} | {row['reference_seconds']:.3f} | "
                          f"{row['files_reference_seconds']:.3f} | {row['seconds']:.3f} | "
                          f"{row['ratio_to_limit_with_files']:.3f} | "
                          f"{row['median_paired_ratio_to_limit_with_files']:.3f} |")
