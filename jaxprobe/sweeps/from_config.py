@@ -9,6 +9,7 @@ so a sweep over them is one compiled program.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -30,12 +31,11 @@ from jaxprobe._io import atomic_write, is_writer, write_npz_member
 from jaxprobe._pointwise import map_points
 from jaxprobe._values import Identity, Keyed, value_key
 from jaxprobe.config import OBSERVABLES, TREE_KINDS, ConfigError, Config, observables_for, precision_observable
-from jaxprobe.engine import estimates, streaming
 from jaxprobe.engine.api import CheckpointMismatchError
 from jaxprobe.engine.checkpoint import CheckpointIfLong
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.models import GaussianPerturbation, from_sklearn
-from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, _probe_values_by_block, sweep
+from jaxprobe.sweeps.core import FINISHED, SweepProblem, SweepResult, sweep
 
 __all__ = ["Prepared", "build_problem", "check_config", "run_config", "sweep_config", "load_network", "ENGINE_KEYS",
            "OBSERVABLES", "MAKERS", "observables_for", "make_observables"]
@@ -520,6 +520,16 @@ MAKERS: dict[str, Callable[["Prepared", dict], Callable]] = {
 }
 
 
+def _feature_moments(prepared: "Prepared", sections: dict) -> Callable:
+    return lambda x: jnp.concatenate([x, x * x])
+
+
+#: Observables ``jaxprobe run`` folds in for its summary when the draws are kept (not built-ins a file names;
+#: left out of ``samples.npz`` and of ``answer["observables"]``): z and z² of each standardized feature, (2d,),
+#: whose means give the features' means, MCSEs and sds in original units (:func:`_feature_summary`).
+_SUMMARY_MAKERS: dict[str, Callable[["Prepared", dict], Callable]] = {"_feature_moments": _feature_moments}
+
+
 class _Observable:
     """A built-in observable's function, equal to another for the same name, models and values (so a
     configuration run again in one process reuses its compiled program)."""
@@ -593,12 +603,13 @@ def make_observables(prepared: Prepared, sections: dict[str, dict[str, Any]], na
     dataset = prepared.dataset
     out = {}
     for name in names:
-        if name not in MAKERS:  # "probe": folded in by the run itself
+        make = MAKERS.get(name) or _SUMMARY_MAKERS.get(name)
+        if make is None:  # "probe": folded in by the run itself
             continue
         key = (name, prepared.model, prepared.compare, repr(sections["probe"].get("alpha")),
                repr(sections["probe"].get("target")), restriction if report is not None else None,
                dataset.mean.tobytes(), dataset.scale.tobytes())
-        out[name] = _Observable(name, MAKERS[name](prepared, sections), report, key)
+        out[name] = _Observable(name, make(prepared, sections), report, key)
     return out
 
 
@@ -788,9 +799,19 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     sampler = config.sections["sampler"]
     output = config.sections["output"]
     keep_draws = output["keep_draws"]
+    requested = output["observables"]
+    # With the draws kept, the summary's fields about the model's outputs and the features' moments are folded in
+    # as observables too, as the chains run: where the model is already evaluated for G (XLA computes it once per
+    # draw for both: no slower at 2,048 and 16,384 chains, d = 30), not again over every kept draw afterwards (2.5 s of
+    # one thread's time at 16,384 chains × 1,000 draws, beside the files' writes). The same estimator as before
+    # (batch means over chains and draws), now the same numbers with the draws kept or not.
+    names = list(requested)
+    if keep_draws:
+        names += [name for name in [name for _, name, _ in _answer_fields(prepared, config)] + ["_feature_moments"]
+                  if name not in names]
     observables = None
-    if any(name in MAKERS for name in output["observables"]):
-        observables = make_observables(prepared, config.sections, output["observables"],
+    if any(name in MAKERS or name in _SUMMARY_MAKERS for name in names):
+        observables = make_observables(prepared, config.sections, names,
                                        build_problem(prepared, config.sections, {}).constraints)
     # Checkpointed into the output folder when the sampling, projected from the warmup's speed, takes at least
     # [output] checkpoint_min_seconds (CheckpointIfLong; 0: always): an interrupted or killed run resumes when
@@ -822,6 +843,9 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     if row["status"] not in FINISHED:
         raise RuntimeError(f"the run failed: {row['error']}")
     samples = result.samples[0]
+    # samples.npz holds the observables the file asked for; those added for the summary are read from `samples`
+    saved = dataclasses.replace(samples, observables={
+        name: value for name, value in (samples.observables or {}).items() if name in requested} or None)
     os.makedirs(out, exist_ok=True)
     original_units = os.path.join(out, "samples_original_units.npz")
     if not keep_draws and is_writer() and os.path.exists(original_units):  # an earlier run's draws: not this answer's
@@ -832,7 +856,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
     # each is mostly one thread's work, so they overlap. All only read the draws. A failed write raises here; the
     # summary, written last, never describes missing files.
     with ThreadPoolExecutor(max_workers=2) as writer:
-        written = [writer.submit(samples.save, os.path.join(out, "samples.npz"))]
+        written = [writer.submit(saved.save, os.path.join(out, "samples.npz"))]
         if keep_draws:
             written.append(writer.submit(atomic_write, original_units, lambda stream: _write_original_units(
                 stream, samples.positions, prepared.dataset)))
@@ -927,12 +951,14 @@ _DRAWS_ONLY_PROBE_VALUES = ("sd", "min", "q05", "median", "q95", "max")
 
 
 def _summary(prepared: Prepared, config: Config, samples, row: dict, keep_draws: bool) -> dict[str, Any]:
-    """The run's summary, from the kept draws of ``samples`` where ``keep_draws``, else from the observables (the
-    answer's fields that need draws come from them, and ``answer["notes"]`` names those not asked for)."""
+    """The run's summary. The answer's fields and the features' moments come from observables folded in as the
+    chains ran (on the device, in the run's batches): with the draws kept, from those :func:`run_config` adds for
+    them (:func:`_answer_fields`, ``_feature_moments``); without, from those the file asked for
+    (``answer["notes"]`` names the ones it did not)."""
     observed = _observed(samples, row, config.sections["output"]["observables"])
     notes: list[str] = []
-    answer = _answer(prepared, config, samples, observed, keep_draws, notes)
-    features = _feature_summary(prepared, observed, samples if keep_draws else None, notes)
+    answer = _answer(prepared, config, samples, observed, notes)
+    features = _feature_summary(prepared, observed, samples, notes)
     probe_value = {k[len("probe_"):]: row[k] for k in row if k.startswith("probe_")}
     if not keep_draws:
         probe_value = {k: v for k, v in probe_value.items() if k not in _DRAWS_ONLY_PROBE_VALUES}
@@ -965,67 +991,52 @@ def _summary(prepared: Prepared, config: Config, samples, row: dict, keep_draws:
     }
 
 
-def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dict[str, Any]], keep_draws: bool,
-            notes: list[str]) -> dict[str, Any]:
-    """The summary's answer: the model's test score, and what the draws say about its outputs (from the kept
-    draws, else from the observables' means; a field whose observable was not asked for goes to ``notes``)."""
-    outputs = None
-    if keep_draws:
-        outputs = _outputs_at_draws(prepared.model, samples.positions)
-    per_run = samples.positions.shape[:2] if keep_draws else None  # (C, N): draws are estimated per chain
-    test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
+def _answer_fields(prepared: Prepared, config: Config) -> list[tuple[str, str, Callable]]:
+    """``(field, observable, present)`` of each answer field about the model's outputs at the draws, for this
+    probe and task: the field is the observable's mean (and ``field + "_mcse"`` its error), shaped by
+    ``present``."""
+    if prepared.task == "regression":
+        # a vector output's mean of means: the mean of the elements' errors bounds its error (sd is subadditive)
+        return [("mean_model_output", "model_output", lambda value: float(np.mean(value)))]
+    class_names = prepared.dataset.class_names
+    fields = [("predicted_class_fractions", "predicted_class",
+               lambda value: {name: float(value[k]) for k, name in enumerate(class_names)})]
     probe_type = config.get("probe.type")
+    if probe_type == "fixed_label":
+        fields.append(("fraction_with_target_prediction", "target_prediction", float))
+    if probe_type == "prediction_risky" and prepared.task == "binary":
+        fields.append(("fraction_within_0.1_of_alpha", "within_0.1_of_alpha", float))
+    if probe_type == "model_contrast":
+        fields.append(("fraction_of_samples_where_models_disagree", "disagree", float))
+    return fields
+
+
+def _answer(prepared: Prepared, config: Config, samples, observed: dict[str, dict[str, Any]],
+            notes: list[str]) -> dict[str, Any]:
+    """The summary's answer: the model's test score, and what the draws say about its outputs, each field the
+    mean and MCSE of its observable (batch means over chains and draws, the SMC groups' spread after SMC); a field
+    whose observable the run did not fold in goes to ``notes``."""
+    test_outputs = prepared.model_outputs(prepared.model, prepared.z_test)
+    found = samples.observables or {}
     answer: dict[str, Any] = {}
-
-    def from_draws_or_observable(field: str, name: str, per_draw: Callable, present: Callable) -> None:
-        """``answer[field]`` and ``answer[field + "_mcse"]``: the estimate of ``per_draw()`` (one value per kept
-        draw, in draw order) with its Monte-Carlo standard error (:func:`_estimate_of_draws`: batch means, the SMC
-        groups' spread after SMC), else the observable ``name``'s; ``present`` shapes an array as the field."""
-        if outputs is not None:
-            values = np.asarray(per_draw())
-            found = _estimate_of_draws(values.reshape(per_run + values.shape[1:]), samples)
-            mean, mcse, note = found.mean, found.mcse, found.note
-        elif name in observed:
-            mean = np.asarray(observed[name]["mean"], np.float64)
-            mcse = np.asarray(observed[name]["mcse"], np.float64)  # None (no error) becomes NaN
-            note = observed[name].get("note")
-        else:
-            notes.append(f"{field} needs the draws: add \"{name}\" to [output] observables (or set keep_draws "
-                         "= true)")
-            return
-        answer[field], answer[field + "_mcse"] = present(mean), _with_nones(present(mcse))
-        if note:
-            notes.append(f"{field}: {note}")
-
     if prepared.task == "regression":
         residual = test_outputs - prepared.test.y
         answer["model_test_r2"] = float(1 - np.mean(residual**2) / np.var(prepared.test.y))
-        # a vector output's mean of means: the mean of the elements' errors bounds its error (sd is subadditive)
-        from_draws_or_observable("mean_model_output", "model_output",
-                                 lambda: outputs.reshape(len(outputs), -1).mean(axis=1),
-                                 lambda value: float(np.mean(value)))
     else:
-        predicted = _predicted_classes(outputs) if outputs is not None else None
-        class_names = prepared.dataset.class_names
         answer["model_test_accuracy"] = float(np.mean(test_outputs.argmax(axis=-1) == prepared.test.y))
-        from_draws_or_observable(
-            "predicted_class_fractions", "predicted_class",
-            lambda: predicted[:, None] == np.arange(len(class_names))[None, :],
-            lambda value: {name: float(value[k]) for k, name in enumerate(class_names)})
-        if probe_type == "fixed_label":
-            from_draws_or_observable("fraction_with_target_prediction", "target_prediction",
-                                     lambda: predicted == config.get("probe.target"), float)
-        if probe_type == "prediction_risky" and prepared.task == "binary":
-            from_draws_or_observable(
-                "fraction_within_0.1_of_alpha", "within_0.1_of_alpha",
-                lambda: np.abs(outputs[:, 1] - config.get("probe.alpha")) < 0.1, float)
-        if probe_type == "model_contrast":
-            other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
-            from_draws_or_observable(
-                "fraction_of_samples_where_models_disagree", "disagree",
-                lambda: predicted != _predicted_classes(_outputs_at_draws(prepared.compare, samples.positions)),
-                float)
-            answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
+    for field, name, present in _answer_fields(prepared, config):
+        if name not in found:
+            notes.append(f"{field} needs the draws: add \"{name}\" to [output] observables (or set keep_draws "
+                         "= true)")
+            continue
+        estimate = found[name]
+        answer[field] = present(np.asarray(estimate.mean, np.float64))
+        answer[field + "_mcse"] = _with_nones(present(np.asarray(estimate.mcse, np.float64)))
+        if estimate.note:
+            notes.append(f"{field}: {estimate.note}")
+    if config.get("probe.type") == "model_contrast":
+        other_test = prepared.model_outputs(prepared.compare, prepared.z_test).argmax(axis=-1)
+        answer["test_set_disagreement_rate"] = float(np.mean(test_outputs.argmax(axis=-1) != other_test))
     if observed:
         answer["observables"] = observed
     return answer
@@ -1043,90 +1054,29 @@ def _write_original_units(stream: Any, z: np.ndarray, dataset: Any) -> None:
         write_npz_member(archive, "feature_names", names.shape, names.dtype, [names])
 
 
-#: Chains per block when the summary passes over every kept draw (moments, original units): its float64
-#: temporaries stay cache-sized (8 chains × 1,000 draws × 30 features: 2 MB), not the draws' size.
+#: Chains per block when the kept draws are mapped to original units (the file, the figure): the temporaries stay
+#: cache-sized (8 chains × 1,000 draws × 30 features: 2 MB in float64), not the draws' size.
 _CHAIN_BLOCK = 8
-
-
-def _estimate_of_draws(values: np.ndarray, samples: Any, square: bool = False) -> Any:
-    """The mean and Monte-Carlo standard error of ``values`` ``(C, N, ...)`` at every kept draw (and with
-    ``square`` also those of ``values²``, as a pair) as the run's observables have them: batch means over chains
-    and draws, after SMC the groups (:func:`jaxprobe.engine.estimates.streamed`), the same estimator as with
-    ``keep_draws = false``. Sums in float64, one pass over the values in the order they are stored (a few chains
-    at a time, or, for draws stored draw after draw as a checkpoint's mapped files hold them, a few draws of every
-    chain at a time: reading 8 chains of such draws touched every draw's row), each block converted to float64
-    once and squared in place. ESS-based errors (FFTs over every draw in float64 on one thread) took 16 s of a 21 s
-    ``jaxprobe run`` of 2,048 chains × 1,000 draws × 30 features (the sampling 1.4 s)."""
-    num_chains, num_draws = values.shape[:2]
-    num_batches = streaming.Monitor(num_chains, 1, num_draws).num_batches
-    if values.strides[1] > values.strides[0]:  # stored draw-major: sum blocks of draws
-        starts = streaming.batch_starts(num_draws, num_batches)
-        ends = np.append(starts[1:], num_draws)
-        sums = [np.zeros((num_batches, num_chains) + values.shape[2:]) for _ in range(1 + square)]
-        step = max(1, _BLOCK_VALUES // max(1, values[:, 0].size))
-        for batch, (first_draw, end) in enumerate(zip(starts, ends)):
-            for start in range(first_draw, end, step):
-                block = np.asarray(np.swapaxes(values[:, start:min(start + step, end)], 0, 1), np.float64)
-                sums[0][batch] += block.sum(axis=0)
-                if square:
-                    np.square(block, out=block)
-                    sums[1][batch] += block.sum(axis=0)
-        counts = (ends - starts).astype(np.int32)
-        found = [streaming.ObservableSums(total, counts) for total in sums]
-    else:
-        first, second = [], []
-        for start in range(0, num_chains, _CHAIN_BLOCK):
-            block = np.asarray(values[start:start + _CHAIN_BLOCK], np.float64)
-            first.append(streaming.sums_of_values(block, num_batches))
-            if square:
-                np.square(block, out=block)
-                second.append(streaming.sums_of_values(block, num_batches))
-        found = [streaming.ObservableSums(np.concatenate([b.sums for b in blocks], axis=1), blocks[0].counts)
-                 for blocks in ([first, second] if square else [first])]
-    out = [estimates.streamed(sums, samples.num_groups, samples.group_log_evidence) for sums in found]
-    return tuple(out) if square else out[0]
-
-
-#: Values per float64 block when :func:`_estimate_of_draws` reads draws stored draw-major (2 MB).
-_BLOCK_VALUES = 2**18
-
-
-def _outputs_at_draws(model: Any, positions: np.ndarray) -> np.ndarray:
-    """``model``'s outputs at every kept draw ``(C, N, d)`` → ``(C·N, ...)`` in draw order, a block of draws at a
-    time (:func:`jaxprobe.sweeps.core._probe_values_by_block`, one compiled program per model): all the draws
-    flattened and moved to the device at once held them twice more."""
-    values = _probe_values_by_block(positions, model.fn)
-    return values.reshape((-1,) + values.shape[2:])
-
-
-def _predicted_classes(outputs: np.ndarray) -> np.ndarray:
-    """The class with the largest output at every draw, ``outputs`` ``(n, K)`` → ``(n,)``, in the smallest unsigned
-    type that holds ``K − 1`` (``argmax``'s int64 of every draw was 8 bytes a draw, half the outputs' own size at
-    K = 2), a block of :data:`_BLOCK_VALUES` outputs at a time."""
-    predicted = np.empty(outputs.shape[:-1], np.min_scalar_type(max(outputs.shape[-1] - 1, 0)))
-    rows = max(1, _BLOCK_VALUES // max(1, outputs.shape[-1]))
-    for start in range(0, len(outputs), rows):
-        predicted[start:start + rows] = outputs[start:start + rows].argmax(axis=-1)
-    return predicted
 
 
 def _feature_summary(prepared: Prepared, observed: dict[str, dict[str, Any]], samples: Any,
                      notes: list[str]) -> dict[str, dict[str, float]]:
-    """Each feature's mean (with its Monte-Carlo standard error) and sd over the kept draws of ``samples``
-    (``positions`` ``(C, N, d)`` in standardized units, reported in original ones: the map is affine, so the
-    moments map exactly; after SMC the groups weighted by their evidence, as every estimate) next to the training
-    data's mean; without draws (``samples`` None), the mean of the ``"features"`` observable if asked for (what is
-    missing goes to ``notes``)."""
+    """Each feature's mean (with its Monte-Carlo standard error) and sd over the draws, next to the training
+    data's mean, in original units. With the draws kept, from ``_feature_moments`` (z and z² in standardized units,
+    folded in as the chains ran: the map to original units is affine, so the moments map exactly, and in
+    standardized units E[z²] − E[z]² loses no digits to a feature's offset); without, the mean of the
+    ``"features"`` observable if asked for (what is missing goes to ``notes``)."""
     names = prepared.dataset.feature_names
-    if samples is not None:
-        z = samples.positions
-        found, squares = _estimate_of_draws(z, samples, square=True)
-        second = squares.mean
+    moments = (samples.observables or {}).get("_feature_moments")
+    if moments is not None:
+        dim = len(names)
+        first, second = np.split(np.asarray(moments.mean, np.float64), [dim])
         scale = np.asarray(prepared.dataset.scale, np.float64)
-        mean = prepared.dataset.unstandardize(np.asarray(found.mean, np.float64))
-        mcse, sd = scale * found.mcse, scale * np.sqrt(np.maximum(second - found.mean**2, 0.0))
-        if found.note:
-            notes.append(f"features_original_units mcse: {found.note}")
+        mean = prepared.dataset.unstandardize(first)
+        mcse = scale * np.asarray(moments.mcse, np.float64)[:dim]
+        sd = scale * np.sqrt(np.maximum(second - first**2, 0.0))
+        if moments.note:
+            notes.append(f"features_original_units mcse: {moments.note}")
         return {name: {"mean": float(mean[i]), "mcse": _with_nones(float(mcse[i])),
                        "sd": float(sd[i]), "data_mean": float(prepared.train.x[:, i].mean())}
                 for i, name in enumerate(names)}
