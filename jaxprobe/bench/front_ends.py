@@ -264,7 +264,10 @@ def timing_section(config: Config, dim: int) -> list[dict[str, Any]]:
                 if kind in RUN_KINDS:  # the least a command that writes its answer can cost: the limit, then its files
                     candidates.append(Candidate("limit_files", num_chains, steps, limit_with_files_call(
                         num_chains, config.num_samples, config.num_warmup, thin)))
-                time_interleaved(candidates, config.repetitions)
+                # The run rows write 4 GB at 16,384 chains per call: each call starts with the previous calls'
+                # files written back (os.sync, untimed), as a command run once does; else a call was throttled by
+                # the one before it (the same code took 7.3-12 s back to back).
+                time_interleaved(candidates, config.repetitions, os.sync if kind in RUN_KINDS else None)
                 extra = {}
                 if kind in RUN_KINDS:
                     with_files = timing_row(front, candidates[2])
@@ -371,7 +374,8 @@ def markdown(results: dict[str, Any]) -> str:
              "does its limit. *jaxprobe run* rows time `run_config` (what the command does after reading its file) "
              f"on their own question: {RUN_DIM} standardized features of the bundled breast-cancer data, an MLP "
              "classifier fitted from the file (once per process), G = |P(malignant | x) − 0.5|², the same τ, prior, "
-             "sampler and sizes; the run writes `samples.npz`, `samples_original_units.npz` and `summary.json`, which "
+             "sampler and sizes, each call of the three after `os.sync()` (untimed: the previous calls' files written "
+             "back); the run writes `samples.npz`, `samples_original_units.npz` and `summary.json`, which "
              "the limit does not, and checkpoints its draws as it goes when its sampling, projected from the "
              "warmup's speed, takes at least `[output] checkpoint_min_seconds` (default 60 s: none of the *jaxprobe "
              "run (run_config)* rows here; the *checkpointed* rows set it to 0, as a long run is). "

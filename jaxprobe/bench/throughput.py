@@ -199,8 +199,11 @@ def median_paired_ratio(candidate: Candidate, reference: Candidate, cpu: bool = 
     return float(np.median([(a / candidate.steps) / (b / reference.steps) for a, b in zip(mine, theirs)]))
 
 
-def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
-    """Warm every candidate, then time them in one loop, rotating the order each repetition."""
+def time_interleaved(candidates: list[Candidate], repetitions: int,
+                     before_each: Callable[[], Any] | None = None) -> None:
+    """Warm every candidate, then time them in one loop, rotating the order each repetition; ``before_each`` (untimed)
+    runs before every timed call (``os.sync``: calls that write gigabytes each start with none of the previous
+    calls' pages still to write back)."""
     for candidate in candidates:
         result = candidate.call()  # compile / warm caches outside the timed loop
         if candidate.acceptance is not None:
@@ -209,6 +212,8 @@ def time_interleaved(candidates: list[Candidate], repetitions: int) -> None:
     for repetition in range(repetitions):
         shift = repetition % len(candidates)
         for candidate in candidates[shift:] + candidates[:shift]:
+            if before_each is not None:
+                before_each()
             cpu_start = time.process_time()
             candidate.times.append(measure_once(candidate.call))
             candidate.cpu_times.append(time.process_time() - cpu_start)
