@@ -349,6 +349,9 @@ def summary(results: dict[str, Any]) -> dict[str, bool]:
     for row in results["timing"]:
         out[f"{row['label']} C={row['num_chains']} thin={row['thin']}: ≤ {RATIO_TARGET}× the limit "
             f"({row['ratio']:.2f})"] = row["ratio"] <= RATIO_TARGET
+        if "ratio_to_limit_with_files" in row:  # a command that writes its answer: the limit, then its files
+            out[f"{row['label']} C={row['num_chains']} thin={row['thin']}: ≤ {RATIO_TARGET}× the limit followed by "
+                f"its files ({row['ratio_to_limit_with_files']:.2f})"] = row["ratio_to_limit_with_files"] <= RATIO_TARGET
     for row in results["memory"]:
         if not row["limit"]:
             ratio = "unknown" if row["rise_ratio"] is None else f"{row['rise_ratio']:.2f}"
@@ -472,7 +475,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["summary"] = summary(results)
     name = "front_ends" if args.dim == answer_speed.DIM else f"front_ends.d{args.dim}"
     if config.kinds != KINDS:  # some rows only: a record of their own beside the whole one
-        name += "." + "-".join(config.kinds)
+        name += "." + ("run" if set(config.kinds) <= set(RUN_KINDS) else "-".join(config.kinds))  # jaxprobe run's rows
     write_atomically(os.path.join(out_dir, f"{name}.json"), json.dumps(results, indent=2) + "\n")
     table = markdown(results)
     write_atomically(os.path.join(out_dir, f"{name}.md"), table)
