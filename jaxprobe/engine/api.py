@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -934,15 +935,15 @@ def _adapt_or_resume(rng_key, run: _Run, placed: _Placed, draws: "_HostDraws", c
         state, stats_sum, monitored = resumed
         bar.update(run.num_warmup + draws.count * run.thin, float("nan"), "resumed")
         return state, stats_sum, monitored, True
-    timed = writer is not None and if_long is not None
-    with Compiles() as compiling:
+    timed = writer is not None and if_long is not None  # else nothing is timed or waited for
+    with Compiles() if timed else contextlib.nullcontext() as compiling:
         started = time.perf_counter()
         state = _run_warmup(rng_key, placed.state, placed.kernel, run.logdensity, run.num_warmup,
                             run.step_size is None, run.target_acceptance_rate, run.step_size_mode == "shared",
                             run.chunk_size, bar)
         if timed:  # the warmup's own time: finished, less its tracing and compiling
             jax.block_until_ready(state)
-        warmup_seconds = time.perf_counter() - started - compiling.seconds
+            warmup_seconds = time.perf_counter() - started - compiling.seconds
     if timed and not if_long.worth_checkpointing(warmup_seconds, run.num_warmup, run.num_samples * run.thin):
         return state, None, template, False
     if writer is not None:  # the draws files were made before compiling (checkpoint.prepare)

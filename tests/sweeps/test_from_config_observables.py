@@ -87,6 +87,10 @@ def test_every_built_in_has_a_doc_line_and_probe_and_task_rules():
      r"probe, features"),
     (['observables = ["disagree", "disagree"]'], "observables", r"\[output\] observables: lists 'disagree' twice"),
     (['keep_draws = "no"'], "keep_draws", r"\[output\] keep_draws: must be true or false .*, got 'no'"),
+    (["checkpoint_min_seconds = -1"], "checkpoint_min_seconds",
+     r"\[output\] checkpoint_min_seconds: must be a number >= 0 \(jaxprobe run checkpoints .*, got -1"),
+    (['checkpoint_min_seconds = "60"'], "checkpoint_min_seconds",
+     r"\[output\] checkpoint_min_seconds: must be a number >= 0 .*, got '60'"),
     (["keep_draws = false", "plots = true"], "plots",
      r"\[output\] plots: plots need the draws: set keep_draws = true or plots = false"),
 ])
@@ -263,6 +267,22 @@ def test_without_draws_a_field_whose_observable_was_not_asked_for_is_named_in_th
     assert 'predicted_class_fractions needs the draws: add "predicted_class"' in notes
     assert 'features_original_units mean needs the draws: add "features"' in notes
     assert all(set(feature) == {"data_mean"} for feature in summary["features_original_units"].values())
+
+
+def test_a_run_shorter_than_checkpoint_min_seconds_writes_no_checkpoint(kept, tmp_path, monkeypatch):
+    """jaxprobe run's default: a run projected to sample for under [output] checkpoint_min_seconds (60 s) is not
+    checkpointed (no state is ever saved), and gives the answer of the same file with every run checkpointed."""
+    from jaxprobe.engine.checkpoint import CheckpointWriter
+
+    config, _, _, _ = kept
+    assert config.get("output.checkpoint_min_seconds") == 60
+    checkpointed = run_config(config.with_values({"output.checkpoint_min_seconds": 0}), out=str(tmp_path / "ck"),
+                              progress=False)
+    monkeypatch.setattr(CheckpointWriter, "save", lambda *args: pytest.fail("a short run saved a checkpoint"))
+    short = run_config(config, out=str(tmp_path / "short"), progress=False)
+    assert sorted(p.name for p in (tmp_path / "short").iterdir()) == ["samples.npz", "samples_original_units.npz",
+                                                                      "summary.json"]
+    assert short["answer"] == checkpointed["answer"] and short["verdict"] == checkpointed["verdict"]
 
 
 def test_the_same_file_run_again_compiles_nothing(kept, tmp_path, compile_counter):
