@@ -28,7 +28,7 @@ Target (issue 23): each ≤ 1.15× the limit; memory ≤ 1.25× the kept draws +
 
 Usage::
 
-    python -m jaxprobe.bench.front_ends                 # d = 50, C = 256, 2048, 16384 (about 25 minutes on 2 cores)
+    python -m jaxprobe.bench.front_ends                 # d = 50, C = 256, 2048, 16384 (about 30 minutes on 2 cores)
     python -m jaxprobe.bench.front_ends --dim 2         # writes front_ends.d2.{json,md}
     python -m jaxprobe.bench.front_ends --quick         # smoke run into a scratch folder
 """
