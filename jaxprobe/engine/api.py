@@ -184,25 +184,49 @@ def _check_positions(initial_positions: ArrayTree) -> tuple[int, Any]:
     return num_chains, dtypes.pop()
 
 
-#: Log densities already checked, per (event shapes, tree structure, dtype): tracing one to check it costs
-#: ~10 ms, paid once per function (held weakly: a function that is gone is forgotten).
-_CHECKED_LOGDENSITIES: "weakref.WeakKeyDictionary[Any, set]" = weakref.WeakKeyDictionary()
+class _CheckedOnce:
+    """What checking (or tracing) a function found, per signature (its input's shapes, structure and dtype), kept
+    weakly by function: tracing one to check it costs ~1-10 ms (a few per call of a small run), paid once per function and
+    signature. A function equal by value to one checked before (a question asked again) is found while that one
+    lives (the compiled programs it is a static argument of hold it); one that is gone is forgotten. Functions
+    neither weakly referable nor hashable are checked every time."""
+
+    _MISSING = object()
+
+    def __init__(self):
+        self._found: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+    def get(self, fn: Any, signature: Any) -> Any:
+        """What the check of ``fn`` at ``signature`` found, or ``_CheckedOnce._MISSING``."""
+        try:
+            return self._found.get(fn, {}).get(signature, self._MISSING)
+        except TypeError:
+            return self._MISSING
+
+    def put(self, fn: Any, signature: Any, found: Any) -> Any:
+        try:
+            self._found.setdefault(fn, {})[signature] = found
+        except TypeError:
+            pass
+        return found
+
+
+#: Log densities, observables and records checked (:class:`_CheckedOnce`).
+_CHECKED = _CheckedOnce()
+
+
+def _signature(layout: _Layout, dtype: Any) -> tuple:
+    """What a check of a function of one position depends on besides the function."""
+    return (tuple(layout.event_shapes), layout.treedef, np.dtype(dtype).name)
 
 
 def _check_logdensity(logdensity_fn: Any, layout: _Layout, dtype: Any) -> None:
     if not callable(logdensity_fn):
         raise TypeError(f"logdensity_fn must be callable, got {type(logdensity_fn).__name__}")
-    signature = (tuple(layout.event_shapes), layout.treedef, np.dtype(dtype).name)
-    try:
-        if signature in _CHECKED_LOGDENSITIES.get(logdensity_fn, ()):
-            return
-    except TypeError:  # neither weakly referable nor hashable: checked every time
-        pass
-    _trace_logdensity(logdensity_fn, layout, dtype)
-    try:
-        _CHECKED_LOGDENSITIES.setdefault(logdensity_fn, set()).add(signature)
-    except TypeError:
-        pass
+    signature = ("logdensity",) + _signature(layout, dtype)
+    if _CHECKED.get(logdensity_fn, signature) is _CheckedOnce._MISSING:
+        _trace_logdensity(logdensity_fn, layout, dtype)
+        _CHECKED.put(logdensity_fn, signature, True)
 
 
 def _trace_logdensity(logdensity_fn: Any, layout: _Layout, dtype: Any) -> None:
@@ -260,25 +284,24 @@ class _FlatObservable:
         return isinstance(other, _FlatObservable) and self._key == other._key
 
 
-def _first_flat_position(initial_positions: Any, layout: _Layout, dtype: Any) -> jax.Array:
-    """The first chain's starting point, flat ``(D,)``, on which ``observables`` and ``record`` are checked (one
-    chain to the host, not all)."""
-    first = jax.tree.map(lambda leaf: np.asarray(leaf[0]), initial_positions)
-    return jnp.asarray(layout.flatten_chains(jax.tree.map(lambda leaf: leaf[None], first))[0], dtype)
+def _one_flat_position(layout: _Layout, dtype: Any) -> jax.ShapeDtypeStruct:
+    """One chain's flat position ``(D,)``, abstract: what ``observables`` and ``record`` are checked on (traced,
+    as the log density is; a check depends on shapes and dtypes, never on the values)."""
+    return jax.ShapeDtypeStruct((layout.dim,), dtype)
 
 
-def check_observables(observables: Any, layout: _Layout, dtype: Any,
-                      initial_positions: Any) -> tuple[tuple[str, Any], ...]:
-    """``observables`` (``{"name": fn}`` of one position) checked on the first chain's starting point, before
-    anything compiles: each a callable returning a numeric array, without raising. Traced abstractly
-    (``jax.eval_shape``, as the log density is): evaluating it eagerly compiled every one of its operations
-    separately, seconds per call on a CPU. Returns ``((name, fn of a flat position), ...)`` sorted by name."""
+def check_observables(observables: Any, layout: _Layout, dtype: Any) -> tuple[tuple[str, Any], ...]:
+    """``observables`` (``{"name": fn}`` of one position) checked on one chain's position, before anything
+    compiles: each a callable returning a numeric array, without raising. Traced abstractly (``jax.eval_shape``,
+    as the log density is): evaluating it eagerly compiled every one of its operations separately, seconds per
+    call on a CPU. A function checked before at the same shapes is not traced again (:class:`_CheckedOnce`).
+    Returns ``((name, fn of a flat position), ...)`` sorted by name."""
     if observables is None:
         return ()
     if not isinstance(observables, dict):
         raise TypeError(f"observables must be a dict of name -> function of one position, got "
                         f"{type(observables).__name__}")
-    flat_first = _first_flat_position(initial_positions, layout, dtype)
+    flat_first = _one_flat_position(layout, dtype)
     checked = []
     for name in sorted(observables, key=str):
         fn = observables[name]
@@ -287,6 +310,10 @@ def check_observables(observables: Any, layout: _Layout, dtype: Any,
         if not callable(fn):
             raise TypeError(f"observables[{name!r}] must be a function of one position, got {type(fn).__name__}")
         flat_fn = _FlatObservable(fn, layout)
+        signature = ("observable",) + _signature(layout, dtype)
+        if _CHECKED.get(fn, signature) is not _CheckedOnce._MISSING:
+            checked.append((name, flat_fn))
+            continue
         returned = []  # what fn returned while traced (its type and dtype are read below; nothing else)
 
         def traced(flat, flat_fn=flat_fn, returned=returned):
@@ -303,6 +330,7 @@ def check_observables(observables: Any, layout: _Layout, dtype: Any,
         if dtype_of is None or not (jnp.issubdtype(dtype_of, jnp.number) or jnp.issubdtype(dtype_of, jnp.bool_)):
             raise TypeError(f"observables[{name!r}] must return a numeric array (or a number), got "
                             f"{type(value).__name__}{'' if dtype_of is None else ' of dtype ' + str(dtype_of)}")
+        _CHECKED.put(fn, signature, True)
         checked.append((name, flat_fn))
     return tuple(checked)
 
@@ -324,10 +352,9 @@ class _Batched:
         return isinstance(other, _Batched) and self.fn == other.fn
 
 
-def _check_record(record: Any, layout: _Layout, dtype: Any, initial_positions: Any,
-                  keep_draws: bool) -> tuple[_Batched | None, int]:
-    """``sample``'s ``record`` checked on the first chain's starting point (traced abstractly, before anything
-    compiles): a callable of one position returning a 1-D numeric array. Returns ``(record of the flat positions
+def _check_record(record: Any, layout: _Layout, dtype: Any, keep_draws: bool) -> tuple[_Batched | None, int]:
+    """``sample``'s ``record`` checked on one chain's position (traced abstractly, before anything compiles; once
+    per function and shapes, :class:`_CheckedOnce`): a callable of one position returning a 1-D numeric array. Returns ``(record of the flat positions
     of all chains, or None; D' of a stored draw)``."""
     if record is None:
         return None, layout.dim
@@ -335,10 +362,13 @@ def _check_record(record: Any, layout: _Layout, dtype: Any, initial_positions: A
         raise TypeError(f"record must be a function of one position (or None), got {type(record).__name__}")
     if not keep_draws:
         raise ValueError("record says what each kept draw stores: it needs keep_draws=True")
-    flat_first = _first_flat_position(initial_positions, layout, dtype)
     flat_record = _FlatObservable(record, layout)
+    signature = ("record",) + _signature(layout, dtype)
+    record_dim = _CHECKED.get(record, signature)
+    if record_dim is not _CheckedOnce._MISSING:
+        return _Batched(flat_record), record_dim
     try:
-        shape = jax.eval_shape(flat_record, flat_first)
+        shape = jax.eval_shape(flat_record, _one_flat_position(layout, dtype))
     except Exception as error:  # noqa: BLE001 - re-raised naming the argument
         raise ValueError(f"record failed on one chain's starting point (one position, no chain axis): "
                          f"{type(error).__name__}: {error}") from error
@@ -346,7 +376,7 @@ def _check_record(record: Any, layout: _Layout, dtype: Any, initial_positions: A
             jnp.issubdtype(shape.dtype, jnp.number) or jnp.issubdtype(shape.dtype, jnp.bool_)):
         raise TypeError(f"record must return a 1-D numeric array (D',) for one position, got "
                         f"{getattr(shape, 'shape', type(shape).__name__)} of dtype {getattr(shape, 'dtype', None)}")
-    return _Batched(flat_record), int(shape.shape[0])
+    return _Batched(flat_record), _CHECKED.put(record, signature, int(shape.shape[0]))
 
 
 # ------------------------------------------------------------------ devices
@@ -878,8 +908,8 @@ def _validate(logdensity_fn, initial_positions, *, sampler, num_samples, num_war
                                                     (layout.dim,))
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
-    checked = check_observables(observables, layout, dtype, initial_positions)
-    flat_record, record_dim = _check_record(record, layout, dtype, initial_positions, keep_draws)
+    checked = check_observables(observables, layout, dtype)
+    flat_record, record_dim = _check_record(record, layout, dtype, keep_draws)
     smc_reference = smc_tilt = None
     if smc is not None:
         smc_reference, smc_tilt = _tempering_split(logdensity_fn, reference, layout)
@@ -957,7 +987,12 @@ def _monitored_zeros(run: _Run, placed: _Placed) -> Any:
     replicated."""
     # Every leaf is zeros: made in place on the devices (the observables' sums are O(C·D): made on one device
     # and moved, or on the host, they cost ~0.1 s per 126 MB on an H100 machine).
-    stats, observables = jax.eval_shape(lambda: streaming.init_stats(run.monitor, run.dtype))
+    signature = ("statistics", np.dtype(run.dtype).name)  # their shapes: traced once per monitor (_CheckedOnce)
+    shapes = _CHECKED.get(run.monitor, signature)
+    if shapes is _CheckedOnce._MISSING:
+        shapes = _CHECKED.put(run.monitor, signature,
+                              jax.eval_shape(lambda: streaming.init_stats(run.monitor, run.dtype)))
+    stats, observables = shapes
     mesh = placed.sharding.mesh
 
     def place(leaf, chain_axis=None):

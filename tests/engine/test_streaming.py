@@ -209,6 +209,35 @@ def test_bad_observables_are_named_before_anything_compiles(observables, error, 
     assert api.compiled_program_count() == before
 
 
+
+def test_observables_and_record_are_traced_once_per_function_and_shapes():
+    """A small run asked again traces no observable, record or log density to check it (each check costs
+    ~1-10 ms, a tenth of a 256-chain run's overhead): only a new function, or new shapes, is traced again."""
+    traces = {"x": 0, "record": 0}
+
+    def observable(x):
+        traces["x"] += 1
+        return x
+
+    def record(x):
+        traces["record"] += 1
+        return x[:1]
+
+    kwargs = dict(num_samples=20, num_warmup=10, progress=False, convergence="ignore",
+                  observables={"x": observable}, record=record)
+    first = jaxprobe.sample(0, std_normal, _init(), **kwargs)
+    traced = dict(traces)
+    again = jaxprobe.sample(0, std_normal, _init(), **kwargs)
+    assert traces == traced  # checked and compiled already: nothing traced
+    np.testing.assert_array_equal(again.positions, first.positions)
+    np.testing.assert_array_equal(again.observables["x"].mean, first.observables["x"].mean)
+    jaxprobe.sample(0, std_normal, _init()[:, :1], **kwargs)  # other shapes: checked (and compiled) again
+    assert traces["x"] > traced["x"] and traces["record"] > traced["record"]
+    failing = {"x": lambda x: x @ jnp.ones(5)}
+    for _ in range(2):  # a failed check is never remembered
+        with pytest.raises(ValueError, match=r"observables\['x'\] failed"):
+            jaxprobe.sample(0, std_normal, _init(), observables=failing, progress=False)
+
 # ---------------------------------------------------------------- inside a user's compiled code
 
 
