@@ -1347,13 +1347,19 @@ def _linear_quantiles(count: int, probabilities: Sequence[float], order_statisti
             for position, low in zip(positions, lower)]
 
 
+def _partitioned(values: np.ndarray, ranks: Sequence[int]) -> np.ndarray:
+    """The values at 0-based ``ranks`` of the sorted ``values``, partitioning ``values`` in place."""
+    values.partition(list(ranks))
+    return values[list(ranks)]
+
+
 def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2**20) -> dict[str, float]:
     """G's spread over the kept draws, ``values`` ``(C, N)`` (floats of any strides: a view of G's column in the
     draws' buffer), neither copied whole nor reordered: one pass over blocks of draws, each copied once, for the
     float64 sums of the values and their squares (about the first value), the extremes and the first count of the
     quantiles' selection (:func:`_order_statistics`), then the selection's remaining passes; no more than
-    ``copy_values`` values: ``np.quantile`` of their copy (a constant; the selection's 65,536-bin counts cost more
-    there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a quarter of the
+    ``copy_values`` values: their blocks' copies, partitioned in place (a constant; the selection's 65,536-bin
+    counts cost more there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a quarter of the
     kept bytes at d = 2 (benchmarks/README.md, the d = 2 rows of front_ends). The quantiles are NumPy's to the bit;
     NaN where a value is NaN, as NumPy's."""
     count = values.size
@@ -1363,8 +1369,15 @@ def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2*
     low, high = np.inf, -np.inf
     first_counts = np.zeros((1, 1 << 16), np.int32 if count < 2**31 else np.int64)
     has_nan = False
+    # Few values: the blocks' copies are kept, one after another, and partitioned in place for the quantiles (no
+    # second copy of the strided column); their order is not the draws' (quantiles do not care).
+    kept = None if select else np.empty(count, values.dtype)
+    filled = 0
     for where in _draw_blocks(values, block_values):
         piece = np.array(values[:, where], order="C")  # the one read of this block of the strided column
+        if kept is not None:
+            kept[filled:filled + piece.size] = piece.reshape(-1)
+            filled += piece.size
         piece_low, piece_high = float(piece.min()), float(piece.max())  # NaN if the block holds one
         has_nan = has_nan or math.isnan(piece_low)
         low, high = min(low, piece_low), max(high, piece_high)
@@ -1378,7 +1391,7 @@ def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2*
     if has_nan:
         quantiles, low, high = [float("nan")] * 3, float("nan"), float("nan")
     elif not select:
-        quantiles = [float(value) for value in np.quantile(np.array(values).reshape(-1), [0.05, 0.5, 0.95])]
+        quantiles = _linear_quantiles(count, [0.05, 0.5, 0.95], lambda ranks: _partitioned(kept, ranks))
     else:
         quantiles = _linear_quantiles(count, [0.05, 0.5, 0.95], lambda ranks: _order_statistics(
             values, ranks, block_values, first_counts=first_counts[0]))

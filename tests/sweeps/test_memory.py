@@ -111,7 +111,7 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
         before = column.copy()
         flat = before.reshape(-1)
         want = np.quantile(flat, [0.05, 0.5, 0.95])
-        for block_values, copy_values in ((1, 0), (7, 0), (2**18, 0), (2**18, 2**20)):  # selection; a copy
+        for block_values, copy_values in ((1, 0), (7, 0), (2**18, 0), (7, 2**20), (2**18, 2**20)):  # selection; copies
             got = _spread(column, block_values=block_values, copy_values=copy_values)
             assert [got["probe_q05"], got["probe_median"], got["probe_q95"]] == [float(value) for value in want]
             assert (got["probe_min"], got["probe_max"]) == (float(flat.min()), float(flat.max()))
