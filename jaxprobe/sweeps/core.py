@@ -1250,9 +1250,12 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
     chain_major = {name: np.swapaxes(one[name], 0, 1) if name in one else None  # (N, C, ...) → (C, N, ...)
                    for name in ("positions", "logdensity", "probe")}
     probe = observables.pop("probe", None)
-    if probe is None:  # G was stored beside each kept draw (not folded in): its sums, as the scan would fold them
-        probe = estimates.streamed(streaming.sums_of_values(chain_major["probe"], monitor.num_batches), num_groups,
-                                   group_log_evidence)
+    spread = None
+    if chain_major["probe"] is not None:  # G stored beside each kept draw: its spread, and its sums when not folded
+        # in (the batches the scan would fold them in), in one read of its column
+        spread, sums = _probe_pass(chain_major["probe"], monitor.num_batches if probe is None else None)
+        if probe is None:
+            probe = estimates.streamed(sums, num_groups, group_log_evidence)
     samples = Samples(
         positions=chain_major["positions"], logdensity=chain_major["logdensity"], acceptance_rate=one["acceptance_rate"],
         step_size=one["step_size"], num_divergent=one["num_divergent"].astype(np.int64),
@@ -1262,7 +1265,7 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         numerics=settings["numerics"], verdict=verdict, observables=observables or None,
         particle_observables=particle_observables, num_groups=num_groups, **evidence)
     return _finished_row(cell, identifier, index, samples, probe, chain_major["probe"], one["probe_subset"], seconds,
-                         compile_seconds, group, restricted.report if restricted.is_relaxed else None)
+                         compile_seconds, group, restricted.report if restricted.is_relaxed else None, spread=spread)
 
 
 def _all_finite(positions: np.ndarray, block_values: int = 2**20) -> bool:
@@ -1354,14 +1357,24 @@ def _partitioned(values: np.ndarray, ranks: Sequence[int]) -> np.ndarray:
 
 
 def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2**20) -> dict[str, float]:
-    """G's spread over the kept draws, ``values`` ``(C, N)`` (floats of any strides: a view of G's column in the
-    draws' buffer), neither copied whole nor reordered: one pass over blocks of draws, each copied once, for the
+    """G's spread over the kept draws, ``values`` ``(C, N)`` (:func:`_probe_pass` without the batch sums)."""
+    return _probe_pass(values, None, block_values, copy_values)[0]
+
+
+def _probe_pass(values: np.ndarray, num_batches: int | None, block_values: int = 2**17,
+                copy_values: int = 2**20) -> tuple[dict[str, float], streaming.ObservableSums | None]:
+    """G's spread over the kept draws and (``num_batches`` given) the per-chain sums of its values over the run's
+    batches of draws (:func:`jaxprobe.engine.streaming.sums_of_values`'s, accumulated in float64), ``values``
+    ``(C, N)`` (floats of any strides: a view of G's column in the draws' buffer), in one read of the column:
+    each pass over a strided column reads the whole buffer it lies in (2 GB at 16,384 chains × 1,000 draws × d =
+    30: 0.3 s for the sums alone, beside 0.22 s for the spread). Neither copied whole nor reordered: one pass over
+    blocks of draws, each copied once, for the
     float64 sums of the values and their squares (about the first value), the extremes and the first count of the
     quantiles' selection (:func:`_order_statistics`), then the selection's remaining passes; no more than
     ``copy_values`` values: their blocks' copies, partitioned in place (a constant; the selection's 65,536-bin
-    counts cost more there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a quarter of the
-    kept bytes at d = 2 (benchmarks/README.md, the d = 2 rows of front_ends). The quantiles are NumPy's to the bit;
-    NaN where a value is NaN, as NumPy's."""
+    counts cost more there). ``np.quantile`` of all of them needed a contiguous copy of G's values to partition, a
+    quarter of the kept bytes at d = 2 (benchmarks/README.md, the d = 2 rows of front_ends). The quantiles are
+    NumPy's to the bit; NaN where a value is NaN, as NumPy's."""
     count = values.size
     select = count > copy_values
     shift = np.float64(values[0, 0])
@@ -1373,8 +1386,18 @@ def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2*
     # second copy of the strided column); their order is not the draws' (quantiles do not care).
     kept = None if select else np.empty(count, values.dtype)
     filled = 0
+    batch_sums = starts = None
+    if num_batches is not None:
+        starts = np.append(streaming.batch_starts(values.shape[1], num_batches), values.shape[1])
+        batch_sums = np.zeros((num_batches, values.shape[0]), np.float64)
     for where in _draw_blocks(values, block_values):
         piece = np.array(values[:, where], order="C")  # the one read of this block of the strided column
+        if batch_sums is not None:  # the block's draws [first, last) to the batches they fall in
+            first, last = where.indices(values.shape[1])[:2]
+            for batch in range(num_batches):
+                low_draw, high_draw = max(first, starts[batch]), min(last, starts[batch + 1])
+                if low_draw < high_draw:
+                    batch_sums[batch] += piece[:, low_draw - first:high_draw - first].sum(axis=1, dtype=np.float64)
         if kept is not None:
             kept[filled:filled + piece.size] = piece.reshape(-1)
             filled += piece.size
@@ -1395,17 +1418,21 @@ def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2*
     else:
         quantiles = _linear_quantiles(count, [0.05, 0.5, 0.95], lambda ranks: _order_statistics(
             values, ranks, block_values, first_counts=first_counts[0]))
-    return dict(probe_sd=sd, probe_min=low, probe_q05=quantiles[0], probe_median=quantiles[1],
-                probe_q95=quantiles[2], probe_max=high)
+    spread = dict(probe_sd=sd, probe_min=low, probe_q05=quantiles[0], probe_median=quantiles[1],
+                  probe_q95=quantiles[2], probe_max=high)
+    if batch_sums is None:
+        return spread, None
+    return spread, streaming.ObservableSums(batch_sums, np.diff(starts).astype(np.int32))
 
 
 def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
-                  group, report=None, positions_finite=False):
+                  group, report=None, positions_finite=False, spread=None):
     """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
     spread and quantiles over the kept draws (``probe_values`` ``(C, N)``, any strides; None without kept draws), R̂ and
     ESS of G on the diagnostic subset (``probe_subset`` ``(C_sub, S)``, the draws the verdict's
     rank-normalized statistics use); the stored positions are then ``report``-ed (valid one-hot vectors,
-    integers) as generate reports them. ``positions_finite``: already known (no pass over the draws to check)."""
+    integers) as generate reports them. ``positions_finite``: already known (no pass over the draws to check);
+    ``spread``: G's spread already computed (:func:`_probe_pass`), else computed here from ``probe_values``."""
     row = {"cell": identifier, "index": index, **cell}
     row.update({column: None for column in TABLE_COLUMNS})
     row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
@@ -1427,7 +1454,9 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
     )
     for name, estimate in (samples.observables or {}).items():  # each observable's value with its error beside it
         row.update(_observable_columns(name, estimate))
-    if probe_values is not None:
+    if spread is not None:
+        row.update(spread)
+    elif probe_values is not None:
         row.update(_spread(probe_values))
     if probe_subset is not None and np.shape(probe_subset)[1] >= 4:
         ranked = rank_diagnostics(np.asarray(probe_subset, np.float64)[None, :, :, None])
@@ -1537,10 +1566,12 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     elif samples.positions is not None:  # a whole-run sampler stores x only
         probe_values = _probe_values_by_block(samples.positions, question.probe.fn)
     probe = observed.pop("probe", None)
-    if probe is None:
+    spread = None
+    if probe_values is not None:  # G's spread (and its sums, when not folded in) in one read of its column
         num_batches = streaming.Monitor(samples.num_chains, 1, samples.num_draws).num_batches
-        probe = estimates.streamed(streaming.sums_of_values(probe_values, num_batches), samples.num_groups,
-                                   samples.group_log_evidence)
+        spread, sums = _probe_pass(probe_values, num_batches if probe is None else None)
+        if probe is None:
+            probe = estimates.streamed(sums, samples.num_groups, samples.group_log_evidence)
     particles = {name: value for name, value in (samples.particle_observables or {}).items() if name != "probe"}
     samples = dataclasses.replace(samples, observables=observed or None, particle_observables=particles or None)
     if probe_values is not None:
@@ -1549,6 +1580,7 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     report = question.restriction.report if question.restriction.is_relaxed else None
     # G's stored values are NaN wherever a draw is not finite (_ProbeBeside): all finite, the draws are, with no pass
     # over them (it read every draw's row, 400 MB at 2,048 chains × 1,000 draws × d = 50); else the draws are checked.
-    positions_finite = recorded and _all_finite(probe_values)
+    # G finite at every draw: its extremes are (NaN in a block makes them NaN; an inf is one)
+    positions_finite = recorded and math.isfinite(spread["probe_min"]) and math.isfinite(spread["probe_max"])
     return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,
-                         compiling.seconds, group, report, positions_finite)
+                         compiling.seconds, group, report, positions_finite, spread)

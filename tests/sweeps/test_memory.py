@@ -96,8 +96,10 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
     """A cell's G spread reads G's column of the draws' buffer as a strided view, a block at a time, without
     copying all of it (the copy was a quarter of the kept bytes at d = 2) and without changing it; its quantiles
     are ``np.quantile``'s to the bit (radix selection on the floats' ordered bits, NumPy's interpolation), with
-    negative values, both zeros, ties and infinities, for any block size; NaN where a value is NaN."""
-    from jaxprobe.sweeps.core import _order_statistics, _spread
+    negative values, both zeros, ties and infinities, for any block size; NaN where a value is NaN. The same read
+    gives the per-chain sums over the run's batches of draws (G's mean and MCSE)."""
+    from jaxprobe.engine.streaming import sums_of_values
+    from jaxprobe.sweeps.core import _order_statistics, _probe_pass, _spread
 
     rng = np.random.default_rng(3)
     for shape in [(1, 1), (1, 2), (3, 7), (5, 33), (64, 500)]:
@@ -112,7 +114,13 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
         flat = before.reshape(-1)
         want = np.quantile(flat, [0.05, 0.5, 0.95])
         for block_values, copy_values in ((1, 0), (7, 0), (2**18, 0), (7, 2**20), (2**18, 2**20)):  # selection; copies
-            got = _spread(column, block_values=block_values, copy_values=copy_values)
+            got, sums = _probe_pass(column, min(3, column.shape[1]), block_values=block_values,
+                                    copy_values=copy_values)
+            np.testing.assert_equal(got, _spread(column, block_values=block_values, copy_values=copy_values))
+            if np.all(np.isfinite(flat)):  # the batch sums in the same read: sums_of_values' (in float64)
+                want_sums = sums_of_values(column.astype(np.float64), min(3, column.shape[1]))
+                np.testing.assert_allclose(sums.sums, want_sums.sums, rtol=1e-12, atol=1e-9)
+                np.testing.assert_array_equal(sums.counts, want_sums.counts)
             assert [got["probe_q05"], got["probe_median"], got["probe_q95"]] == [float(value) for value in want]
             assert (got["probe_min"], got["probe_max"]) == (float(flat.min()), float(flat.max()))
             if np.all(np.isfinite(flat)):
