@@ -474,8 +474,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results["total_seconds"] = time.perf_counter() - started
     results["summary"] = summary(results)
     name = "front_ends" if args.dim == answer_speed.DIM else f"front_ends.d{args.dim}"
-    if config.kinds != KINDS:  # some rows only: a record of their own beside the whole one
-        name += "." + ("run" if set(config.kinds) <= set(RUN_KINDS) else "-".join(config.kinds))  # jaxprobe run's rows
+    # jaxprobe run's rows (their own question, d = 30): front_ends.run; the other front ends' rows: the whole record
+    # (front_ends, front_ends.d<dim>); some of them only: a record of their own beside it
+    if set(config.kinds) <= set(RUN_KINDS):
+        name += ".run"
+    elif set(config.kinds) - set(RUN_KINDS) != set(KINDS) - set(RUN_KINDS):
+        name += "." + "-".join(config.kinds)
     write_atomically(os.path.join(out_dir, f"{name}.json"), json.dumps(results, indent=2) + "\n")
     table = markdown(results)
     write_atomically(os.path.join(out_dir, f"{name}.md"), table)
