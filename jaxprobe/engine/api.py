@@ -290,25 +290,38 @@ def _one_flat_position(layout: _Layout, dtype: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct((layout.dim,), dtype)
 
 
-def check_observables(observables: Any, layout: _Layout, dtype: Any) -> tuple[tuple[str, Any], ...]:
-    """``observables`` (``{"name": fn}`` of one position) checked on one chain's position, before anything
-    compiles: each a callable returning a numeric array, without raising. Traced abstractly (``jax.eval_shape``,
-    as the log density is): evaluating it eagerly compiled every one of its operations separately, seconds per
-    call on a CPU. A function checked before at the same shapes is not traced again (:class:`_CheckedOnce`).
-    Returns ``((name, fn of a flat position), ...)`` sorted by name."""
+def check_observables_form(observables: Any) -> dict[str, Any]:
+    """``observables`` as a dict ``{"name": fn}`` (``{}`` for None): a dict of non-empty string names to
+    callables, else a TypeError naming the observable; what can be checked before the positions' shapes are
+    known (:func:`check_observables` then traces each function on one position)."""
     if observables is None:
-        return ()
+        return {}
     if not isinstance(observables, dict):
         raise TypeError(f"observables must be a dict of name -> function of one position, got "
                         f"{type(observables).__name__}")
+    for name in sorted(observables, key=str):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"observables keys must be non-empty strings, got {name!r}")
+        if not callable(observables[name]):
+            raise TypeError(f"observables[{name!r}] must be a function of one position, got "
+                            f"{type(observables[name]).__name__}")
+    return dict(observables)
+
+
+def check_observables(observables: Any, layout: _Layout | int, dtype: Any) -> tuple[tuple[str, Any], ...]:
+    """``observables`` (``{"name": fn}`` of one position) checked on one chain's position, before anything
+    compiles: each a callable returning a numeric array, without raising (:func:`check_observables_form`, then
+    each traced abstractly, ``jax.eval_shape``, as the log density is: evaluating it eagerly compiled every one
+    of its operations separately, seconds per call on a CPU). A function checked before at the same shapes is not
+    traced again (:class:`_CheckedOnce`). ``layout``: the positions' layout, or ``d`` for flat positions ``(d,)``
+    (a whole-run sampler's). Returns ``((name, fn of a flat position), ...)`` sorted by name."""
+    observables = check_observables_form(observables)
+    if isinstance(layout, (int, np.integer)):
+        layout = _Layout(np.zeros((1, int(layout)), dtype))
     flat_first = _one_flat_position(layout, dtype)
     checked = []
     for name in sorted(observables, key=str):
         fn = observables[name]
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"observables keys must be non-empty strings, got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"observables[{name!r}] must be a function of one position, got {type(fn).__name__}")
         flat_fn = _FlatObservable(fn, layout)
         signature = ("observable",) + _signature(layout, dtype)
         if _CHECKED.get(fn, signature) is not _CheckedOnce._MISSING:

@@ -218,3 +218,34 @@ def test_a_configuration_runs_tree_gibbs(tmp_path):
     assert np.all(np.isfinite(samples.logdensity)) and isinstance(summary, dict)
     with pytest.raises(ConfigError, match=r"\[sampler\] options: .*scan"):
         parse_config(CONFIG.replace("prior_moves = [0.0, 0.5]", 'scan = "diagonal"'))
+
+
+# ------------------------------------------------------------------ observables, as jaxprobe.sample takes them
+
+
+def test_tree_gibbs_folds_observables_in_and_checks_them_as_sample_does(compile_counter):
+    """generate(sampler="tree_gibbs", observables=...) estimates each observable with the engine's batch means
+    (its MCSE from them), with the draws kept or not; a bad observable is named before anything compiles, with
+    the message jaxprobe.sample gives (one check for every sampler)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    from jaxprobe import models
+
+    tree = models.from_sklearn(DecisionTreeClassifier(max_depth=1).fit([[-1.0, 0.0], [1.0, 0.0]], [0, 1]))
+    probe = probes.fixed_label(tree, 1)  # class 1 where x₀ > 0: x₀ half-normal under N(0, I), mean √(2/π)
+    options = dict(temperature=1.0, prior=priors.StandardNormal(), dim=2, num_chains=64, num_samples=200,
+                   num_warmup=50, sampler="tree_gibbs", progress=False)
+    kept = jaxprobe.generate(KEY, probe, observables={"x0": lambda x: x[0], "x": lambda x: x}, **options)
+    x0 = kept.observables["x0"]
+    assert abs(float(x0.mean) - np.sqrt(2 / np.pi)) < 4 * float(x0.mcse)
+    np.testing.assert_allclose(kept.observables["x"].mean, kept.positions.mean(axis=(0, 1)), rtol=1e-5)
+    assert kept.observables["x"].per_chain_mean.shape == (64, 2)
+    dropped = jaxprobe.generate(KEY, probe, observables={"x0": lambda x: x[0]}, keep_draws=False, **options)
+    assert dropped.positions is None and float(dropped.observables["x0"].mean) == float(x0.mean)
+    for observables, error, match in (({"x0": 3.0}, TypeError, r"observables\['x0'\] must be a function"),
+                                      ({"x0": lambda x: "text"}, TypeError, r"observables\['x0'\] must return"),
+                                      ({"x0": lambda x: x @ jnp.ones(5)}, ValueError, r"observables\['x0'\] failed"),
+                                      ([lambda x: x], TypeError, "observables must be a dict")):
+        with compile_counter, pytest.raises(error, match=match):
+            jaxprobe.generate(KEY, probe, observables=observables, **options)
+        assert compile_counter.count == 0, observables

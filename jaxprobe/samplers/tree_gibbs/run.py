@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxprobe._pointwise import map_points
 from jaxprobe.engine import streaming
-from jaxprobe.engine.api import Progress, canonicalize_key, check_settings
+from jaxprobe.engine.api import Progress, canonicalize_key, check_observables, check_observables_form, check_settings
 from jaxprobe.engine.api import sample as engine_sample
 from jaxprobe.engine.compiled import jit_bounded
 from jaxprobe.engine.numerics import check_numerics
@@ -279,31 +279,29 @@ def split_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _check_observables(observables: Any, keep_draws: Any) -> dict[str, Callable]:
-    if observables is not None and (not isinstance(observables, dict) or not all(
-            isinstance(name, str) and name and callable(fn) for name, fn in observables.items())):
-        raise TypeError(f"observables must be a dict of name -> function of one x in data space, got "
-                        f"{observables!r}")
+def _check_observables(observables: Any, keep_draws: Any, dim: int | None = None,
+                       dtype: Any = None) -> dict[str, Callable]:
+    """``observables`` (functions of one x in data space) and ``keep_draws`` checked as ``jaxprobe.sample`` checks
+    them (:func:`jaxprobe.engine.api.check_observables`): with ``dim``, each traced on one x ``(dim,)``."""
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
-    return dict(observables or {})
+    if dim is None:
+        return check_observables_form(observables)
+    check_observables(observables, dim, np.dtype(dtype or np.float32))
+    return check_observables_form(observables)
 
 
 def _observed(positions: np.ndarray, observables: Mapping[str, Callable]) -> dict[str, streaming.Observed]:
     """Each observable over the kept draws ``(C, N, d)``, with the engine's batch means
     (:func:`jaxprobe.engine.streaming.observed`: the same batches as a run of ``jaxprobe.sample``)."""
     num_chains, num_draws = positions.shape[:2]
-    monitor = streaming.Monitor(num_chains, positions.shape[-1], num_draws)
-    batch = (np.arange(num_draws) * monitor.num_batches) // num_draws  # (N,)
-    counts = np.bincount(batch, minlength=monitor.num_batches)
+    num_batches = streaming.Monitor(num_chains, positions.shape[-1], num_draws).num_batches
     result = {}
     for name, fn in observables.items():
         flat = jnp.asarray(positions).reshape((-1,) + positions.shape[2:])  # values only: jaxprobe._pointwise
         values = np.asarray(jax.jit(lambda points: map_points(fn, points))(flat), np.float64)
         values = values.reshape((num_chains, num_draws) + values.shape[1:])  # (C, N, ...)
-        sums = np.zeros((monitor.num_batches, num_chains) + values.shape[2:])
-        np.add.at(sums, batch, np.swapaxes(values, 0, 1))
-        result[name] = streaming.observed(streaming.ObservableSums(sums, counts))
+        result[name] = streaming.observed(streaming.sums_of_values(values, num_batches))
     return result
 
 
@@ -335,7 +333,8 @@ def sample_question(rng_key: PRNGKey, question: Any, *, num_chains: int, num_sam
     rng_key = canonicalize_key(rng_key)
     check_numerics(options.pop("numerics", None))
     keep_draws = options.pop("keep_draws", True)
-    observables = _check_observables(options.pop("observables", None), keep_draws)
+    observables = _check_observables(options.pop("observables", None), keep_draws, question.dim,
+                                     np.asarray(init).dtype if init is not None else dtype)
     kwargs = split_options(options)  # option and target errors before anything compiles
     target = target_from_question(question)
     kwargs["prior_moves"] = check_prior_moves(target, kwargs["prior_moves"])
