@@ -1350,6 +1350,11 @@ def _linear_quantiles(count: int, probabilities: Sequence[float], order_statisti
             for position, low in zip(positions, lower)]
 
 
+#: Values converted to float64 at a time for G's sums (:func:`_probe_pass`): the scratch of a small cell's spread
+#: was 4 MB over its 4 MB of draws (256 chains × 1,000 draws at d = 2) with a float64 copy of each whole block.
+_WIDE_VALUES = 2**14
+
+
 def _partitioned(values: np.ndarray, ranks: Sequence[int]) -> np.ndarray:
     """The values at 0-based ``ranks`` of the sorted ``values``, partitioning ``values`` in place."""
     values.partition(list(ranks))
@@ -1380,7 +1385,7 @@ def _probe_pass(values: np.ndarray, num_batches: int | None, block_values: int =
     shift = np.float64(values[0, 0])
     sums = squares = 0.0
     low, high = np.inf, -np.inf
-    first_counts = np.zeros((1, 1 << 16), np.int32 if count < 2**31 else np.int64)
+    first_counts = np.zeros((1, 1 << 16), np.int32 if count < 2**31 else np.int64) if select else None
     has_nan = False
     # Few values: the blocks' copies are kept, one after another, and partitioned in place for the quantiles (no
     # second copy of the strided column); their order is not the draws' (quantiles do not care).
@@ -1391,23 +1396,29 @@ def _probe_pass(values: np.ndarray, num_batches: int | None, block_values: int =
         starts = np.append(streaming.batch_starts(values.shape[1], num_batches), values.shape[1])
         batch_sums = np.zeros((num_batches, values.shape[0]), np.float64)
     for where in _draw_blocks(values, block_values):
-        piece = np.array(values[:, where], order="C")  # the one read of this block of the strided column
+        # the one read of this block of the strided column: into the kept copy where there is one (no scratch)
+        if kept is not None:
+            block_draws = len(range(*where.indices(values.shape[1])))
+            piece = kept[filled:filled + values.shape[0] * block_draws].reshape(values.shape[0], block_draws)
+            piece[...] = values[:, where]
+            filled += piece.size
+        else:
+            piece = np.array(values[:, where], order="C")
         if batch_sums is not None:  # the block's draws [first, last) to the batches they fall in
             first, last = where.indices(values.shape[1])[:2]
             for batch in range(num_batches):
                 low_draw, high_draw = max(first, starts[batch]), min(last, starts[batch + 1])
                 if low_draw < high_draw:
                     batch_sums[batch] += piece[:, low_draw - first:high_draw - first].sum(axis=1, dtype=np.float64)
-        if kept is not None:
-            kept[filled:filled + piece.size] = piece.reshape(-1)
-            filled += piece.size
         piece_low, piece_high = float(piece.min()), float(piece.max())  # NaN if the block holds one
         has_nan = has_nan or math.isnan(piece_low)
         low, high = min(low, piece_low), max(high, piece_high)
-        wide = piece.astype(np.float64).reshape(-1)
-        wide -= shift
-        sums += float(np.sum(wide))
-        squares += float(np.dot(wide, wide))
+        flat = piece.reshape(-1)
+        for start in range(0, flat.size, _WIDE_VALUES):  # float64 a slice at a time: 128 KB of scratch, not 1 MB
+            wide = flat[start:start + _WIDE_VALUES].astype(np.float64)
+            wide -= shift
+            sums += float(np.sum(wide))
+            squares += float(np.dot(wide, wide))
         if select and not has_nan:
             _count_digits(_sortable_keys(piece), 8 * values.dtype.itemsize - 16, None, first_counts)
     sd = float(np.sqrt(max(squares - sums * sums / count, 0.0) / (count - 1))) if count > 1 else 0.0
