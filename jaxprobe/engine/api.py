@@ -186,10 +186,11 @@ def _check_positions(initial_positions: ArrayTree) -> tuple[int, Any]:
 
 class _CheckedOnce:
     """What checking (or tracing) a function found, per signature (its input's shapes, structure and dtype), kept
-    weakly by function: tracing one to check it costs ~1-10 ms (a few per call of a small run), paid once per function and
-    signature. A function equal by value to one checked before (a question asked again) is found while that one
-    lives (the compiled programs it is a static argument of hold it); one that is gone is forgotten. Functions
-    neither weakly referable nor hashable are checked every time."""
+    weakly by function: tracing one to check it costs ~1-10 ms (a few per call of a small run), paid once per
+    function and signature. A function equal by value to one checked before (a question asked again) is found
+    while that one lives (the compiled programs it is a static argument of hold it); one that is gone is
+    forgotten. Functions neither weakly referable nor hashable are checked every time. A failed check is never
+    remembered."""
 
     _MISSING = object()
 
@@ -367,8 +368,8 @@ class _Batched:
 
 def _check_record(record: Any, layout: _Layout, dtype: Any, keep_draws: bool) -> tuple[_Batched | None, int]:
     """``sample``'s ``record`` checked on one chain's position (traced abstractly, before anything compiles; once
-    per function and shapes, :class:`_CheckedOnce`): a callable of one position returning a 1-D numeric array. Returns ``(record of the flat positions
-    of all chains, or None; D' of a stored draw)``."""
+    per function and shapes, :class:`_CheckedOnce`): a callable of one position returning a 1-D numeric array.
+    Returns ``(record of the flat positions of all chains, or None; D' of a stored draw)``."""
     if record is None:
         return None, layout.dim
     if not callable(record):
