@@ -1264,8 +1264,8 @@ def _cell_row(cell, identifier, index, one, settings, seconds, compile_seconds, 
         num_warmup=settings["num_warmup"], thin=settings["thin"], inverse_mass_matrix=one.get("inverse_mass_matrix"),
         numerics=settings["numerics"], verdict=verdict, observables=observables or None,
         particle_observables=particle_observables, num_groups=num_groups, **evidence)
-    return _finished_row(cell, identifier, index, samples, probe, chain_major["probe"], one["probe_subset"], seconds,
-                         compile_seconds, group, restricted.report if restricted.is_relaxed else None, spread=spread)
+    return _finished_row(cell, identifier, index, samples, probe, spread, one["probe_subset"], seconds,
+                         compile_seconds, group, restricted.report if restricted.is_relaxed else None)
 
 
 def _all_finite(positions: np.ndarray, block_values: int = 2**20) -> bool:
@@ -1361,11 +1361,6 @@ def _partitioned(values: np.ndarray, ranks: Sequence[int]) -> np.ndarray:
     return values[list(ranks)]
 
 
-def _spread(values: np.ndarray, block_values: int = 2**17, copy_values: int = 2**20) -> dict[str, float]:
-    """G's spread over the kept draws, ``values`` ``(C, N)`` (:func:`_probe_pass` without the batch sums)."""
-    return _probe_pass(values, None, block_values, copy_values)[0]
-
-
 def _probe_pass(values: np.ndarray, num_batches: int | None, block_values: int = 2**17,
                 copy_values: int = 2**20) -> tuple[dict[str, float], streaming.ObservableSums | None]:
     """G's spread over the kept draws and (``num_batches`` given) the per-chain sums of its values over the run's
@@ -1436,14 +1431,13 @@ def _probe_pass(values: np.ndarray, num_batches: int | None, block_values: int =
     return spread, streaming.ObservableSums(batch_sums, np.diff(starts).astype(np.int32))
 
 
-def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds, compile_seconds,
-                  group, report=None, positions_finite=False, spread=None):
+def _finished_row(cell, identifier, index, samples, probe, spread, probe_subset, seconds, compile_seconds,
+                  group, report=None, positions_finite=False):
     """The row of a finished cell: its verdict's R̂ / ESS, G's mean and MCSE (folded in on the device), G's
-    spread and quantiles over the kept draws (``probe_values`` ``(C, N)``, any strides; None without kept draws), R̂ and
+    spread and quantiles over the kept draws (``spread``, :func:`_probe_pass`'s; None without kept draws), R̂ and
     ESS of G on the diagnostic subset (``probe_subset`` ``(C_sub, S)``, the draws the verdict's
     rank-normalized statistics use); the stored positions are then ``report``-ed (valid one-hot vectors,
-    integers) as generate reports them. ``positions_finite``: already known (no pass over the draws to check);
-    ``spread``: G's spread already computed (:func:`_probe_pass`), else computed here from ``probe_values``."""
+    integers) as generate reports them. ``positions_finite``: already known (no pass over the draws to check)."""
     row = {"cell": identifier, "index": index, **cell}
     row.update({column: None for column in TABLE_COLUMNS})
     row.update(group=group, seconds=seconds, compile_seconds=compile_seconds)
@@ -1467,8 +1461,6 @@ def _finished_row(cell, identifier, index, samples, probe, probe_values, probe_s
         row.update(_observable_columns(name, estimate))
     if spread is not None:
         row.update(spread)
-    elif probe_values is not None:
-        row.update(_spread(probe_values))
     if probe_subset is not None and np.shape(probe_subset)[1] >= 4:
         ranked = rank_diagnostics(np.asarray(probe_subset, np.float64)[None, :, :, None])
         row.update(probe_rhat=_finite_or_none(ranked.rhat[0, 0]), probe_ess_bulk=_finite_or_none(ranked.ess_bulk[0, 0]))
@@ -1593,5 +1585,5 @@ def _single_run(rng_key, build_probe, probe_params, batched_axes, cell, defaults
     # over them (it read every draw's row, 400 MB at 2,048 chains × 1,000 draws × d = 50); else the draws are checked.
     # G finite at every draw: its extremes are (NaN in a block makes them NaN; an inf is one)
     positions_finite = recorded and math.isfinite(spread["probe_min"]) and math.isfinite(spread["probe_max"])
-    return _finished_row(cell, identifier, index, samples, probe, probe_values, probe_subset, seconds,
-                         compiling.seconds, group, report, positions_finite, spread)
+    return _finished_row(cell, identifier, index, samples, probe, spread, probe_subset, seconds,
+                         compiling.seconds, group, report, positions_finite)

@@ -99,7 +99,7 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
     negative values, both zeros, ties and infinities, for any block size; NaN where a value is NaN. The same read
     gives the per-chain sums over the run's batches of draws (G's mean and MCSE)."""
     from jaxprobe.engine.streaming import sums_of_values
-    from jaxprobe.sweeps.core import _order_statistics, _probe_pass, _spread
+    from jaxprobe.sweeps.core import _order_statistics, _probe_pass
 
     rng = np.random.default_rng(3)
     for shape in [(1, 1), (1, 2), (3, 7), (5, 33), (64, 500)]:
@@ -116,7 +116,8 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
         for block_values, copy_values in ((1, 0), (7, 0), (2**18, 0), (7, 2**20), (2**18, 2**20)):  # selection; copies
             got, sums = _probe_pass(column, min(3, column.shape[1]), block_values=block_values,
                                     copy_values=copy_values)
-            np.testing.assert_equal(got, _spread(column, block_values=block_values, copy_values=copy_values))
+            np.testing.assert_equal((got, None), _probe_pass(column, None, block_values=block_values,
+                                                             copy_values=copy_values))
             if np.all(np.isfinite(flat)):  # the batch sums in the same read: sums_of_values' (in float64)
                 want_sums = sums_of_values(column.astype(np.float64), min(3, column.shape[1]))
                 np.testing.assert_allclose(sums.sums, want_sums.sums, rtol=1e-12, atol=1e-9)
@@ -131,4 +132,4 @@ def test_the_spread_of_g_reads_a_strided_column_and_gives_numpys_quantiles_to_th
             every_rank = _order_statistics(column, list(range(column.size)), block_values=5)
             np.testing.assert_array_equal(every_rank, np.sort(flat))
     column[1, 1] = np.nan
-    assert all(np.isnan(value) for value in _spread(column).values())
+    assert all(np.isnan(value) for value in _probe_pass(column, None)[0].values())
