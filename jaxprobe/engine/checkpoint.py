@@ -47,9 +47,8 @@ import numpy as np
 from jaxprobe._inputs import check_number
 from jaxprobe._io import (CorruptFileError, CorruptFileWarning, crc32, free_bytes, is_writer, no_space_error,
                           npy_header, read_checked_npz, write_checked_npz)
-from jaxprobe._pointwise import map_points
 from jaxprobe.engine import core
-from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.compiled import values_at
 from jaxprobe.engine.host import to_device, to_host
 from jaxprobe.types import PRNGKey
 
@@ -131,17 +130,12 @@ def fingerprint(array: Any) -> str:
     return digest.hexdigest()[:20]
 
 
-@jit_bounded(static_argnames=("logdensity_fn",))
-def _values_at(logdensity_fn, points):
-    return map_points(logdensity_fn, points)
-
-
 def target_fingerprint(logdensity_fn: Any, dim: int, dtype: Any) -> str:
     """A function of one position (the log density; ``sample``'s ``record``) at 8 fixed points (standard normals
     from a constant seed): a different target gives different values, so a checkpoint of another target is
     refused whatever its settings."""
     points = np.random.default_rng(20261123).standard_normal((8, dim)).astype(dtype)
-    return fingerprint(to_host(_values_at(logdensity_fn, jnp.asarray(points))))
+    return fingerprint(to_host(values_at(logdensity_fn, jnp.asarray(points))))
 
 
 def _identity_hash(run_id: dict[str, Any]) -> str:

@@ -24,8 +24,9 @@ from typing import Any
 import jax
 
 from jaxprobe._inputs import check_int
+from jaxprobe._pointwise import map_points
 
-__all__ = ["jit_bounded", "DEFAULT_MAXSIZE"]
+__all__ = ["jit_bounded", "DEFAULT_MAXSIZE", "values_at"]
 
 DEFAULT_MAXSIZE = 8
 
@@ -115,3 +116,17 @@ def jit_bounded(fun: Callable | None = None, *, static_argnames: Sequence[str], 
         return functools.partial(jit_bounded, static_argnames=static_argnames, donate_argnames=donate_argnames,
                                  maxsize=maxsize)
     return BoundedJit(fun, static_argnames, donate_argnames, maxsize)
+
+
+@jit_bounded(static_argnames=("fn",))
+def values_at(fn: Callable, points: Any) -> Any:
+    """``fn`` of one point at every point ``(N, ...)``, compiled once per function and shapes
+    (:func:`jaxprobe._pointwise.map_points` in a bounded jit: a ``jax.jit`` of a new lambda per call compiled
+    again every time).
+
+    Examples
+    --------
+    >>> values_at(jnp.sum, jnp.ones((3, 2))).tolist()
+    [2.0, 2.0, 2.0]
+    """
+    return map_points(fn, points)

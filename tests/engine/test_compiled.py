@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import jaxprobe
-from jaxprobe.engine import api, checkpoint
+from jaxprobe.engine import api, compiled
 from jaxprobe.engine.compiled import BoundedJit, jit_bounded
 
 ENGINE_PIECES = ((api, "_init"), (api, "_run_chunk"), (api, "_adapt_init"), (api, "_adapt_update"),
-                 (api, "_adapt_final"), (checkpoint, "_values_at"))
+                 (api, "_adapt_final"), (compiled, "values_at"))
 
 
 def _scaled_tanh(x, scale):

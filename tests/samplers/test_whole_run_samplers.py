@@ -242,6 +242,11 @@ def test_tree_gibbs_folds_observables_in_and_checks_them_as_sample_does(compile_
     assert kept.observables["x"].per_chain_mean.shape == (64, 2)
     dropped = jaxprobe.generate(KEY, probe, observables={"x0": lambda x: x[0]}, keep_draws=False, **options)
     assert dropped.positions is None and float(dropped.observables["x0"].mean) == float(x0.mean)
+    observables = {"x0": lambda x: x[0]}
+    jaxprobe.generate(KEY, probe, observables=observables, **options)
+    with compile_counter:  # asked again (a new, equal prior) with the same functions: every program is reused
+        again = jaxprobe.generate(KEY, probe, observables=observables, **dict(options, prior=priors.StandardNormal()))
+    assert compile_counter.count == 0 and float(again.observables["x0"].mean) == float(x0.mean)
     for observables, error, match in (({"x0": 3.0}, TypeError, r"observables\['x0'\] must be a function"),
                                       ({"x0": lambda x: "text"}, TypeError, r"observables\['x0'\] must return"),
                                       ({"x0": lambda x: x @ jnp.ones(5)}, ValueError, r"observables\['x0'\] failed"),

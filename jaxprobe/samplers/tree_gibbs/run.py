@@ -6,6 +6,7 @@ ends: :func:`sample_question` (``generate``, ``sweep``, configuration files) and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 from typing import Any, Callable, Mapping, Sequence
@@ -14,11 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxprobe._pointwise import map_points
 from jaxprobe.engine import streaming
 from jaxprobe.engine.api import Progress, canonicalize_key, check_observables, check_observables_form, check_settings
 from jaxprobe.engine.api import sample as engine_sample
-from jaxprobe.engine.compiled import jit_bounded
+from jaxprobe.engine.compiled import DEFAULT_MAXSIZE, jit_bounded, values_at
 from jaxprobe.engine.numerics import check_numerics
 from jaxprobe.engine.samples import Samples
 from jaxprobe.engine.verdict import assess, check_policy, report
@@ -285,9 +285,8 @@ def _check_observables(observables: Any, keep_draws: Any, dim: int | None = None
     them (:func:`jaxprobe.engine.api.check_observables`): with ``dim``, each traced on one x ``(dim,)``."""
     if not isinstance(keep_draws, (bool, np.bool_)):
         raise TypeError(f"keep_draws must be True or False, got {keep_draws!r}")
-    if dim is None:
-        return check_observables_form(observables)
-    check_observables(observables, dim, np.dtype(dtype or np.float32))
+    if dim is not None:
+        check_observables(observables, dim, np.dtype(dtype or np.float32))
     return check_observables_form(observables)
 
 
@@ -299,7 +298,7 @@ def _observed(positions: np.ndarray, observables: Mapping[str, Callable]) -> dic
     result = {}
     for name, fn in observables.items():
         flat = jnp.asarray(positions).reshape((-1,) + positions.shape[2:])  # values only: jaxprobe._pointwise
-        values = np.asarray(jax.jit(lambda points: map_points(fn, points))(flat), np.float64)
+        values = np.asarray(values_at(fn, flat), np.float64)
         values = values.reshape((num_chains, num_draws) + values.shape[1:])  # (C, N, ...)
         result[name] = streaming.observed(streaming.sums_of_values(values, num_batches))
     return result
@@ -336,7 +335,7 @@ def sample_question(rng_key: PRNGKey, question: Any, *, num_chains: int, num_sam
     observables = _check_observables(options.pop("observables", None), keep_draws, question.dim,
                                      np.asarray(init).dtype if init is not None else dtype)
     kwargs = split_options(options)  # option and target errors before anything compiles
-    target = target_from_question(question)
+    target = _target_of(question)
     kwargs["prior_moves"] = check_prior_moves(target, kwargs["prior_moves"])
     key_init, key_sample = jax.random.split(rng_key)
     start = _question_start(key_init, question, target, num_chains, init, dtype)
@@ -347,6 +346,24 @@ def sample_question(rng_key: PRNGKey, question: Any, *, num_chains: int, num_sam
     if not keep_draws:
         result = dataclasses.replace(result, positions=None, logdensity=None)
     return result
+
+
+@functools.lru_cache(maxsize=DEFAULT_MAXSIZE)
+def _target_of(question: Any) -> TreeGibbsTarget:
+    """:func:`target_from_question`, the same target for an equal question (questions compare by value): the
+    target is a static argument of the compiled sweeps, so a question asked again reuses them (a new target
+    each call compiled every program again: 2 s for a one-split tree on 2 cores)."""
+    return target_from_question(question)
+
+
+@jit_bounded(static_argnames=("question", "num_chains", "dtype"))
+def _initial_positions(rng_key: PRNGKey, question: Any, num_chains: int, dtype: Any) -> jax.Array:
+    return question.initial_positions(rng_key, num_chains, dtype)
+
+
+@jit_bounded(static_argnames=("question",))
+def _to_data(question: Any, z: jax.Array) -> jax.Array:
+    return jax.vmap(question.to_data)(z)
 
 
 def _question_start(rng_key: PRNGKey, question: Any, target: TreeGibbsTarget, num_chains: int, init: Any,
@@ -363,8 +380,8 @@ def _question_start(rng_key: PRNGKey, question: Any, target: TreeGibbsTarget, nu
         start = init
     else:
         dtype = np.dtype(dtype or np.float32)
-        z = jax.jit(question.initial_positions, static_argnums=(1, 2))(rng_key, int(num_chains), dtype)
-        start = np.asarray(jax.jit(jax.vmap(question.to_data))(z))
+        z = _initial_positions(rng_key, question, int(num_chains), dtype)
+        start = np.asarray(_to_data(question, z))
     # Box bounds are closed here: a start the bijection put on a bound by rounding is moved inside them.
     return np.clip(start, target.low[0], target.high[0]).astype(start.dtype)
 
