@@ -1,15 +1,16 @@
 """Checkpoint overhead: ``sample(checkpoint=...)`` against the same run without, side by side in one process.
 
 The run of the issue that measured 4.7× (11.2 s → 53.1 s, a 1.3 GB file): 4096 chains × 20,000 kept draws of a
-3-D standard normal with MALA (fixed step size, 100 burn-in steps, the default 20 chunks). A checkpoint keeps
-the kept draws in two memory-mapped ``.npy`` files that the chunks are copied into (no second write of the draws)
-and replaces a small state file after every chunk. Before: every draw so far rewritten each chunk (quadratic in
+3-D standard normal with MALA (fixed step size, 100 burn-in steps, the default 20 chunks). A checkpoint writes
+each chunk's rows of the kept draws into two ``.npy`` files (``os.pwrite`` in a background thread, checksummed
+in the same pass) and replaces a small state file after every chunk. Until 2026-11-29 the draws were the files
+themselves, memory-mapped and copied into (ext4 faulted and converted each reserved block on its first write). Before: every draw so far rewritten each chunk (quadratic in
 the run's length, 4.7×), then ``.npz`` chunks (zip CRC, 1.24×), then ``np.save`` per chunk (1.03-1.30×, 1.2 s of
 CPU for 1.25 GB). Target: ≤ 1.1×.
 
-A checkpointed run flushes its mapped draws files at its end (msync, included in its time); the table also
+A checkpointed run does not sync its draws files (their durability is checked by CRC32 on resume); the table
 reports ``os.sync()`` right after each checkpointed run: what the kernel still had to write, and the CPU seconds
-spent computing the CRC32 checksums of every chunk of draws and state (:mod:`jaxprobe.engine.checkpoint`), as a
+spent checksumming (CRC32) and writing every chunk's rows of the draws (:mod:`jaxprobe.engine.checkpoint`), as a
 share of the run's CPU time (robust to other load on the machine; they run in the writer's background thread).
 
     python -m jaxprobe.bench.checkpoint            # the full size, about 2 minutes on 2 cores
@@ -36,7 +37,6 @@ import numpy as np
 
 from jaxprobe.bench import results_dir
 import jaxprobe
-from jaxprobe import _io
 from jaxprobe._io import atomic_write
 from jaxprobe.engine import checkpoint as checkpoint_module
 
@@ -48,34 +48,37 @@ def standard_normal(x):
     return -0.5 * jnp.sum(x**2)
 
 
-class _TimedCRC:
-    """``crc32`` counting the CPU seconds spent in it (``time.thread_time`` of the thread calling it: the
-    checkpoint writer's, so other threads' and processes' load does not count); every checksum of the draws'
-    rows goes through it (the state files' arrays, a few kB, are checksummed as they are written, uncounted)."""
+class _TimedRows:
+    """``HostDraws.write_rows`` counting the CPU seconds spent in it (``time.thread_time`` of the thread calling
+    it: the checkpoint writer's, so other threads' and processes' load does not count): every chunk's rows of the
+    draws are checksummed and written there (the state files' arrays, a few kB, are checksummed as they are
+    written, uncounted)."""
 
     def __init__(self):
-        self.seconds, self.original = 0.0, _io.crc32
+        self.seconds, self.original = 0.0, checkpoint_module.HostDraws.write_rows
 
-    def __call__(self, array):
-        tick = time.thread_time()
-        try:
-            return self.original(array)
-        finally:
-            self.seconds += time.thread_time() - tick
+    def __get__(self, draws, owner=None):
+        def write_rows(start, end):
+            tick = time.thread_time()
+            try:
+                return self.original(draws, start, end)
+            finally:
+                self.seconds += time.thread_time() - tick
+        return write_rows
 
 
 def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tuple[float, int, float, float, float]:
-    """(seconds, bytes on disk, seconds of os.sync() after it, CPU seconds computing checksums, CPU seconds of
-    the whole process during the run)."""
+    """(seconds, bytes on disk, seconds of os.sync() after it, CPU seconds checksumming and writing the draws'
+    rows, CPU seconds of the whole process during the run)."""
     init = np.asarray(jax.random.normal(jax.random.key(0), (num_chains, 3)), np.float32)
-    timed = _TimedCRC()
-    checkpoint_module.crc32 = _io.crc32 = timed
+    timed = _TimedRows()
+    checkpoint_module.HostDraws.write_rows = timed
     tick, cpu = time.perf_counter(), time.process_time()
     try:
         samples = jaxprobe.sample(1, standard_normal, init, sampler="mala", num_samples=num_samples, num_warmup=100,
                                   step_size=0.5, progress=False, checkpoint=checkpoint, convergence="ignore")
     finally:
-        checkpoint_module.crc32 = _io.crc32 = timed.original
+        checkpoint_module.HostDraws.write_rows = timed.original
     seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
     del samples
     tick = time.perf_counter()
@@ -138,18 +141,17 @@ def main(argv=None) -> dict:
              f"chunks), {arguments.repetitions} alternating repetitions, minimum times.\n\n"
              "| run | time (s) | on disk |\n| --- | ---: | ---: |\n"
              f"| no checkpoint | {min(plain):.2f} | – |\n"
-             f"| checkpoint (memory-mapped draws files) | {min(checkpointed):.2f} | {sizes[-1] / 2**20:.0f} MiB |\n\n"
+             f"| checkpoint (draws files written chunk by chunk) | {min(checkpointed):.2f} | {sizes[-1] / 2**20:.0f} MiB |\n\n"
              f"All times: plain {', '.join(f'{t:.2f}' for t in plain)} s; checkpointed "
              f"{', '.join(f'{t:.2f}' for t in checkpointed)} s; os.sync() right after each checkpointed run "
-             f"(what was still to be written; the run flushes its draws files at its end) "
-             f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds of the CRC32 checksums of every chunk of draws "
-             f"and state (in the writer's background thread): {', '.join(f'{c:.2f}' for c in checksums)}, of the "
+             f"(what was still to be written) "
+             f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds checksumming (CRC32) and writing every chunk's "
+             f"rows of the draws (in the writer's background thread): {', '.join(f'{c:.2f}' for c in checksums)}, of the "
              f"checkpointed run's {', '.join(f'{c:.2f}' for c in cpus)}: at most "
              f"{max(result['checksum_cpu_share']):.1%} of its CPU time (target ≤ 5% of the run)."
              f"\n\nRatio of minimum times {ratio:.2f}, median of the paired ratios {median_paired:.2f} (target ≤ "
              "1.10; before: 4.7×, 11.2 s → 53.1 s, rewriting every draw each chunk; then 1.03-1.30× writing each "
-             "chunk with np.save). The checkpointed run can be the faster one: its draws land in file-backed "
-             "pages, the plain run's in fresh anonymous memory (first-touch page faults).\n")
+             "chunk with np.save; then 1.11× with the draws in memory-mapped files copied into).\n")
     atomic_write(os.path.join(out, "checkpoint.md"), lambda s: s.write(table), binary=False)
     print(table)
     print(f"wrote {out}/checkpoint.json and checkpoint.md")

@@ -710,15 +710,15 @@ def sample(
         :mod:`jaxprobe.engine.options`).
     checkpoint
         A ``.npz`` path. The kept draws are stored in ``<path>.draws/position.npy``
-        ``(num_samples, C, D)`` and ``logdensity.npy`` ``(num_samples, C)``, memory-mapped
-        and filled in place as chunks are copied out (no second write of the draws);
+        ``(num_samples, C, D)`` and ``logdensity.npy`` ``(num_samples, C)``, each chunk's
+        rows written into them (with their CRC32) in a background thread as it is saved;
         their whole size is reserved before anything compiles (too little disk:
         ``OSError`` ENOSPC naming the folder, the bytes needed and free). After warmup
         and after every chunk the engine state goes to ``<path>.draws/state.<n>.npz``
         and the chunk table (each chunk's CRC32) replaces ``path`` atomically. Calling
         ``sample`` again with the same arguments and path resumes from the last chunk
         and gives the same draws as an uninterrupted run (a finished checkpoint returns
-        at once; its ``Samples`` read the files copy-on-write). Every file is verified
+        at once, its draws read from the verified files). Every file is verified
         on resume: damaged draws are redone from the last verified chunk with a
         :class:`jaxprobe.CorruptFileWarning`; a damaged state file raises
         :class:`jaxprobe.CorruptFileError` (:mod:`jaxprobe.engine.checkpoint`).
@@ -1029,14 +1029,14 @@ def _run_chunks(rng_key, run: _Run, placed: _Placed, state, stats_sum, monitored
     # Device trace buffers are recycled: once a chunk's draws are copied out, its buffer is donated to a
     # later chunk of the same length, which writes in place (no allocation or zero-fill per chunk).
     free_buffers: dict[int, list[core.Trace]] = {}
-    # Where the device's memory is the host's (one CPU device, one process) and no checkpoint maps files, the
+    # Where the device's memory is the host's (one CPU device, one process) and no checkpoint writes files, the
     # chunks write one whole-run buffer in turn (donated from chunk to chunk) that becomes the result without
     # a copy: copying every chunk out cost 8-15% of a MALA run on 2 cores, 1x the draws more memory.
     # On an accelerator whose free memory holds the whole run's draws (at most half of it), the same: the
     # draws stay on the device and come to the host in one transfer at the end, as from a user's own jit. Chunk
     # by chunk they were copied out twice (the transfer, then into the result) while the next chunk ran: 1.4-1.6x
     # the limit at C = 16,384-65,536 on an H100, where the transfer is most of a MALA run.
-    resident = (run.keep_draws and writer is None and draws.count == 0 and draws.mapped_folder is None
+    resident = (run.keep_draws and writer is None and draws.count == 0 and draws.files_folder is None
                 and jax.process_count() == 1
                 and (placed.sharding.mesh.devices.size == 1 and placed.sharding.mesh.devices.flat[0].platform == "cpu"
                      or _draws_fit_on_devices(run, placed.sharding)))

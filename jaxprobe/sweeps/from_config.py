@@ -830,7 +830,7 @@ def run_config(config: Config, *, out: str | None = None, progress: bool = True)
                                        build_problem(prepared, config.sections, {}).constraints)
     # Checkpointed into the output folder when the sampling, projected from the warmup's speed, takes at least
     # [output] checkpoint_min_seconds (CheckpointIfLong; 0: always): an interrupted or killed run resumes when
-    # started again (the draws are filled into mapped files chunk by chunk); the checkpoint is removed once the
+    # started again (each chunk's draws are written into its files as the run goes); the checkpoint is removed once the
     # results are written. A shorter run is not: on a CPU the checkpoint's copies compete with the sampling for the
     # cores (16,384 chains × 1,000 draws at d = 30 on 2 cores: 10-15 s checkpointed, 7.2-8.5 s not), and an
     # interruption loses less than the threshold. A checkpoint already in the folder is resumed whatever its length.
