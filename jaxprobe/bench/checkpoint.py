@@ -30,6 +30,7 @@ import platform
 import shutil
 import tempfile
 import time
+import types
 
 import jax
 import jax.numpy as jnp
@@ -49,13 +50,14 @@ def standard_normal(x):
 
 
 class _TimedRows:
-    """``HostDraws.write_rows`` counting the CPU seconds spent in it (``time.thread_time`` of the thread calling
-    it: the checkpoint writer's, so other threads' and processes' load does not count): every chunk's rows of the
-    draws are checksummed and written there (the state files' arrays, a few kB, are checksummed as they are
-    written, uncounted)."""
+    """``HostDraws.write_rows`` counting the CPU seconds spent in it, and in its CRC32s (``time.thread_time`` of
+    the thread calling it: the checkpoint writer's, so other threads' and processes' load does not count): every
+    chunk's rows of the draws are checksummed and written there (the state files' arrays, a few kB, are
+    checksummed as they are written, uncounted). Installed by :meth:`install`, removed by :meth:`remove`."""
 
     def __init__(self):
-        self.seconds, self.original = 0.0, checkpoint_module.HostDraws.write_rows
+        self.seconds = self.checksum_seconds = 0.0
+        self.original, self.zlib = checkpoint_module.HostDraws.write_rows, checkpoint_module.zlib
 
     def __get__(self, draws, owner=None):
         def write_rows(start, end):
@@ -66,19 +68,34 @@ class _TimedRows:
                 self.seconds += time.thread_time() - tick
         return write_rows
 
+    def crc32(self, data, value=0):
+        tick = time.thread_time()
+        try:
+            return self.zlib.crc32(data, value)
+        finally:
+            self.checksum_seconds += time.thread_time() - tick
 
-def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tuple[float, int, float, float, float]:
-    """(seconds, bytes on disk, seconds of os.sync() after it, CPU seconds checksumming and writing the draws'
-    rows, CPU seconds of the whole process during the run)."""
+    def install(self) -> None:
+        checkpoint_module.HostDraws.write_rows = self
+        checkpoint_module.zlib = types.SimpleNamespace(crc32=self.crc32)
+
+    def remove(self) -> None:
+        checkpoint_module.HostDraws.write_rows, checkpoint_module.zlib = self.original, self.zlib
+
+
+def timed_run(num_chains: int, num_samples: int,
+              checkpoint: str | None) -> tuple[float, int, float, float, float, float]:
+    """(seconds, bytes on disk, seconds of os.sync() after it, CPU seconds checksumming the draws' rows, CPU
+    seconds checksumming and writing them, CPU seconds of the whole process during the run)."""
     init = np.asarray(jax.random.normal(jax.random.key(0), (num_chains, 3)), np.float32)
     timed = _TimedRows()
-    checkpoint_module.HostDraws.write_rows = timed
+    timed.install()
     tick, cpu = time.perf_counter(), time.process_time()
     try:
         samples = jaxprobe.sample(1, standard_normal, init, sampler="mala", num_samples=num_samples, num_warmup=100,
                                   step_size=0.5, progress=False, checkpoint=checkpoint, convergence="ignore")
     finally:
-        checkpoint_module.HostDraws.write_rows = timed.original
+        timed.remove()
     seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
     del samples
     tick = time.perf_counter()
@@ -88,7 +105,7 @@ def timed_run(num_chains: int, num_samples: int, checkpoint: str | None) -> tupl
     if checkpoint is not None:
         size = os.path.getsize(checkpoint) + sum(
             os.path.getsize(os.path.join(checkpoint + ".draws", name)) for name in os.listdir(checkpoint + ".draws"))
-    return seconds, size, sync_seconds, timed.seconds, cpu
+    return seconds, size, sync_seconds, timed.checksum_seconds, timed.seconds, cpu
 
 
 def main(argv=None) -> dict:
@@ -100,21 +117,29 @@ def main(argv=None) -> dict:
     num_chains, num_samples = (512, 2000) if arguments.quick else (4096, 20000)
     out = tempfile.mkdtemp(prefix="checkpoint-bench-") if arguments.quick and not arguments.record else RESULTS
     scratch = tempfile.mkdtemp(prefix="checkpoint-files-")
-    timed_run(num_chains, 10, None)  # compile the chunk programs of this chain count
-    plain, checkpointed, sizes, syncs, checksums, cpus = [], [], [], [], [], []
+    # Untimed first runs compile each run's programs (the chunks' lengths are static: a plain run is one chunk
+    # of every draw, a checkpointed one 20): the first repetition had timed a compile, 1.4-1.6x the others.
+    timed_run(num_chains, num_samples, None)
+    warm = os.path.join(scratch, "warm.npz")
+    timed_run(num_chains, num_samples, warm)
+    shutil.rmtree(warm + ".draws", ignore_errors=True)
+    os.unlink(warm)
+    plain, checkpointed, sizes, syncs, checksums, writes, cpus = [], [], [], [], [], [], []
     try:
         for repetition in range(arguments.repetitions):  # alternate, so drifts of the machine hit both
             plain.append(timed_run(num_chains, num_samples, None)[0])
             path = os.path.join(scratch, f"run{repetition}.npz")
-            seconds, size, sync_seconds, checksum_seconds, cpu = timed_run(num_chains, num_samples, path)
+            seconds, size, sync_seconds, checksum_seconds, write_seconds, cpu = timed_run(num_chains, num_samples,
+                                                                                         path)
             checkpointed.append(seconds)
             sizes.append(size)
             syncs.append(sync_seconds)
             checksums.append(checksum_seconds)
+            writes.append(write_seconds)
             cpus.append(cpu)
             print(f"repetition {repetition}: plain {plain[-1]:.2f} s, checkpointed {seconds:.2f} s "
                   f"({size / 2**20:.0f} MiB on disk, os.sync() after it {sync_seconds:.2f} s; CPU: CRC32 "
-                  f"{checksum_seconds:.2f} s of the run's {cpu:.2f} s)")
+                  f"{checksum_seconds:.2f} s, CRC32 and writes {write_seconds:.2f} s of the run's {cpu:.2f} s)")
             shutil.rmtree(path + ".draws", ignore_errors=True)
             os.unlink(path)
     finally:
@@ -130,7 +155,8 @@ def main(argv=None) -> dict:
         "plain_seconds": plain, "checkpoint_seconds": checkpointed, "checkpoint_bytes": sizes[-1],
         "sync_after_checkpoint_seconds": syncs, "checksum_seconds": checksums,
         "checkpoint_cpu_seconds": cpus, "checksum_cpu_share": [c / t for c, t in zip(checksums, cpus)],
-        "checksum_target": 0.05,
+        "checksum_target": 0.05, "rows_write_seconds": writes,
+        "rows_write_cpu_share": [w / t for w, t in zip(writes, cpus)],
         "ratio_of_minimum_times": ratio, "median_paired_ratio": median_paired, "target": 1.1, "load_average": os.getloadavg(),
     }
     os.makedirs(out, exist_ok=True)
@@ -145,10 +171,12 @@ def main(argv=None) -> dict:
              f"All times: plain {', '.join(f'{t:.2f}' for t in plain)} s; checkpointed "
              f"{', '.join(f'{t:.2f}' for t in checkpointed)} s; os.sync() right after each checkpointed run "
              f"(what was still to be written) "
-             f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds checksumming (CRC32) and writing every chunk's "
+             f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds of the CRC32 checksums of every chunk's "
              f"rows of the draws (in the writer's background thread): {', '.join(f'{c:.2f}' for c in checksums)}, of the "
              f"checkpointed run's {', '.join(f'{c:.2f}' for c in cpus)}: at most "
-             f"{max(result['checksum_cpu_share']):.1%} of its CPU time (target ≤ 5% of the run)."
+             f"{max(result['checksum_cpu_share']):.1%} of its CPU time (target ≤ 5% of the run); checksums and "
+             f"writes of the rows together {', '.join(f'{w:.2f}' for w in writes)} s, at most "
+             f"{max(result['rows_write_cpu_share']):.1%} (the writes were page faults of the main thread before)."
              f"\n\nRatio of minimum times {ratio:.2f}, median of the paired ratios {median_paired:.2f} (target ≤ "
              "1.10; before: 4.7×, 11.2 s → 53.1 s, rewriting every draw each chunk; then 1.03-1.30× writing each "
              "chunk with np.save; then 1.11× with the draws in memory-mapped files copied into).\n")
