@@ -578,6 +578,9 @@ class CheckpointWriter:
         self.futures = []
         self.chunks: list[list[int]] = []  # [end, crc32 of position rows, crc32 of logdensity rows] per saved chunk
         self.saved_count = 0  # draws saved (queued) so far
+        # Set by the worker when a write fails: the saves queued after it are not written (their chunk would start
+        # where the failed one did and be listed with the wrong rows' checksum); the failure is raised to the caller.
+        self.failed = False
 
     def start_from(self, chunks: list[list[int]], count: int) -> None:
         """Continue a resumed checkpoint's table, rewound to ``count`` draws (later boundaries removed)."""
@@ -611,7 +614,17 @@ class CheckpointWriter:
         self.futures.append(self.executor.submit(self._write, host_state, start, draws.count, draws, stats))
 
     def _write(self, host_state, start: int, count: int, draws: HostDraws, stats) -> None:
-        """The worker: rows ``[start, count)`` written with their CRC32, the boundary file, then the state file."""
+        """The worker: rows ``[start, count)`` written with their CRC32, the boundary file, then the state file.
+        Nothing after a failed write (:attr:`failed`): the state file keeps the chunks saved before it."""
+        if self.failed:
+            return
+        try:
+            self._write_boundary(host_state, start, count, draws, stats)
+        except BaseException:
+            self.failed = True
+            raise
+
+    def _write_boundary(self, host_state, start: int, count: int, draws: HostDraws, stats) -> None:
         arrays = dict(host_state, num_draws_saved=np.asarray(count))
         if stats is not None:
             arrays.update({f"stats.{name}": value for name, value in stats.items()})
