@@ -714,8 +714,9 @@ def sample(
         rows written into them (with their CRC32) in a background thread as it is saved;
         their whole size is reserved before anything compiles (too little disk:
         ``OSError`` ENOSPC naming the folder, the bytes needed and free). After warmup
-        and after every chunk the engine state goes to ``<path>.draws/state.<n>.npz``
-        and the chunk table (each chunk's CRC32) replaces ``path`` atomically. Calling
+        and after every chunk the engine state goes to ``<path>.draws/state.<n>.npz`` (the last
+        two kept with ``keep_draws=False``) and the chunk table (each chunk's CRC32) replaces
+        ``path`` atomically. Calling
         ``sample`` again with the same arguments and path resumes from the last chunk
         and gives the same draws as an uninterrupted run (a finished checkpoint returns
         at once, its draws read from the verified files). Every file is verified

@@ -14,7 +14,10 @@
   statistics folded in on the device, after the first ``n`` draws of each chain: one checked file per chunk
   boundary (``n = 0``: after the warmup), written once. Each is ``O(C·D)`` (plus the observables' batch sums),
   far smaller than a chunk of draws; keeping one per boundary is what lets a resume rewind to any verified chunk
-  (replaying from the warmup instead would lose every chunk before the damage).
+  (replaying from the warmup instead would lose every chunk before the damage). Without kept draws
+  (``keep_draws=False``) there is no chunk of draws to rewind past, and the states are the whole checkpoint (at
+  2^20 chains × d = 30, over 250 MB each): only the last two boundaries are kept, the earlier one for a damaged
+  last.
 
 **Resume.** The state file is verified first, before anything compiles: a damaged one is refused with
 :class:`~jaxprobe._io.CorruptFileError` (a ``ValueError``) naming it and what to do. Then the draws are verified
@@ -637,6 +640,10 @@ class CheckpointWriter:
             write_checked_npz(self.path, {"num_draws_saved": np.asarray(count)},
                               {"kind": _KIND, "run": self.run_id, "chunks": chunks})
             self.chunks = chunks
+            if not draws.keep and len(chunks) >= 2:  # no draws to rewind past: the last two boundaries are kept
+                stale = _boundary_path(self.path, chunks[-3][0] if len(chunks) >= 3 else 0)
+                if os.path.exists(stale):
+                    os.unlink(stale)
         except OSError as error:
             if error.errno != errno.ENOSPC:
                 raise

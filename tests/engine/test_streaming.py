@@ -2,6 +2,8 @@
 and the engine's edges inside a user's compiled code."""
 
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -177,11 +179,19 @@ def test_keep_draws_false_resumes_from_a_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         jaxprobe.sample(9, shifted, _init(), checkpoint=tmp_path / "ck.npz", **kwargs)
     monkeypatch.setattr(api, "_run_chunk", original)
-    # No draws files without kept draws: only the engine state at each chunk boundary.
-    assert {p.suffix for p in (tmp_path / "ck.npz.draws").iterdir()} == {".npz"}
+    # No draws files without kept draws: only the engine state at the last two chunk boundaries (no chunk of draws
+    # to rewind past; the earlier one serves if the last is damaged).
+    saved = sorted(p.name for p in (tmp_path / "ck.npz.draws").iterdir())
+    assert saved == ["state.20.npz", "state.30.npz"], saved
     resumed = jaxprobe.sample(9, shifted, _init(), checkpoint=tmp_path / "ck.npz", **kwargs)
     np.testing.assert_array_equal(resumed.observables["x"].mean, reference.observables["x"].mean)
     assert resumed.verdict == reference.verdict
+    assert sorted(p.name for p in (tmp_path / "ck.npz.draws").iterdir()) == ["state.50.npz", "state.60.npz"]
+    # the last boundary damaged: the resume goes on from the one before it, to the same answer
+    os.unlink(tmp_path / "ck.npz.draws" / "state.60.npz")
+    with pytest.warns(jaxprobe.CorruptFileWarning, match=r"state\.60\.npz is missing.*draws 50 to 60"):
+        again = jaxprobe.sample(9, shifted, _init(), checkpoint=tmp_path / "ck.npz", **kwargs)
+    np.testing.assert_array_equal(again.observables["x"].mean, reference.observables["x"].mean)
 
 
 def test_generate_observables_take_x_in_data_space():
