@@ -338,26 +338,25 @@ def test_disk_full_mid_run_raises_and_the_rerun_resumes(reference, tmp_path, mon
 
 
 def test_disk_full_while_writing_draws_rows_raises_and_the_rerun_resumes(reference, tmp_path, monkeypatch):
-    """The checkpoint's thread writes each saved chunk's rows into the draws files (os.pwrite, where a file system
-    without posix_fallocate can still run out of space): a failed write of the second chunk's rows raises
-    OSError(ENOSPC) naming the checkpoint, the chunk before stays verified, and the rerun resumes to the
-    undamaged answer."""
+    """The checkpoint's thread writes each saved chunk's rows into the draws files (where a file system without
+    posix_fallocate can still run out of space): a failed write of the second chunk's rows raises OSError(ENOSPC)
+    naming the checkpoint, the chunk before stays verified, and the rerun resumes to the undamaged answer."""
     from jaxprobe.engine import checkpoint as checkpoint_module
 
-    original, calls = os.pwrite, []
+    original, calls = checkpoint_module._write_all, []
 
-    def pwrite(handle, data, offset):
-        calls.append(offset)
+    def write_all(stream, block):
+        calls.append(len(block))
         if len(calls) == 3:  # the first chunk: position then log density; then the second chunk's position
             raise OSError(errno.ENOSPC, "No space left on device")
-        return original(handle, data, offset)
+        return original(stream, block)
 
-    monkeypatch.setattr(checkpoint_module.os, "pwrite", pwrite)
+    monkeypatch.setattr(checkpoint_module, "_write_all", write_all)
     with pytest.raises(OSError, match=r"no space left in .* for checkpoint .*The 10 draws per chain saved before are "
                                       r"kept") as error:
         _sample(tmp_path / "ck.npz")
     assert error.value.errno == errno.ENOSPC
-    monkeypatch.setattr(checkpoint_module.os, "pwrite", original)
+    monkeypatch.setattr(checkpoint_module, "_write_all", original)
     with warnings.catch_warnings():
         warnings.simplefilter("error", jaxprobe.CorruptFileWarning)
         _assert_same_answer(_sample(tmp_path / "ck.npz"), reference)
