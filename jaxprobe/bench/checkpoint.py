@@ -2,7 +2,7 @@
 
 The run of the issue that measured 4.7× (11.2 s → 53.1 s, a 1.3 GB file): 4096 chains × 20,000 kept draws of a
 3-D standard normal with MALA (fixed step size, 100 burn-in steps, the default 20 chunks). A checkpoint writes
-each chunk's rows of the kept draws into two ``.npy`` files (``os.pwrite`` in a background thread, checksummed
+each chunk's rows of the kept draws into two ``.npy`` files (in a background thread, checksummed
 in the same pass) and replaces a small state file after every chunk. Until 2026-11-29 the draws were the files
 themselves, memory-mapped and copied into (ext4 faulted and converted each reserved block on its first write). Before: every draw so far rewritten each chunk (quadratic in
 the run's length, 4.7×), then ``.npz`` chunks (zip CRC, 1.24×), then ``np.save`` per chunk (1.03-1.30×, 1.2 s of

@@ -6,7 +6,7 @@
   dtype and CRC32, and a CRC32 of the header): the run's identity and the table of saved chunks of draws, for
   each the row where it ends and the CRC32 of its rows in each draws file. Replaced atomically after every chunk.
 * ``run.npz.draws/position.npy`` ``(N, C, D)`` and ``logdensity.npy`` ``(N, C)``: the kept draws, each chunk's
-  rows written into them (``os.pwrite`` at the rows' offsets, checksummed in the same pass) by the checkpoint's
+  rows written into them (at the rows' offsets, checksummed in the same pass) by the checkpoint's
   thread while the next chunk samples. Their whole size is reserved before anything compiles
   (``os.posix_fallocate``; else a ``shutil.disk_usage`` check): a full disk is an ``OSError`` naming the folder,
   the bytes needed and the bytes free, before anything is computed.
@@ -307,7 +307,7 @@ class HostDraws:
 
     def write_rows(self, start: int, end: int) -> list[int]:
         """Write rows ``[start, end)`` of each draws array into its checkpoint file (at the rows' offset after the
-        ``.npy`` header; ``os.pwrite``'s work, portably) and return their CRC32, computed on the same blocks as they are written (0 without kept
+        ``.npy`` header) and return their CRC32, computed on the same blocks as they are written (0 without kept
         draws). ``OSError(ENOSPC)`` where the disk is full (the caller names the folder)."""
         if not self.keep:
             return [0 for _ in _DRAWS_FILES]
