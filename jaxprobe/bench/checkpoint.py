@@ -2,10 +2,10 @@
 
 The run of the issue that measured 4.7× (11.2 s → 53.1 s, a 1.3 GB file): 4096 chains × 20,000 kept draws of a
 3-D standard normal with MALA (fixed step size, 100 burn-in steps, the default 20 chunks). A checkpoint writes
-each chunk's rows of the kept draws into two ``.npy`` files (in a background thread, checksummed
-in the same pass) and replaces a small state file after every chunk. Until 2026-11-29 the draws were the files
-themselves, memory-mapped and copied into (ext4 faulted and converted each reserved block on its first write). Before: every draw so far rewritten each chunk (quadratic in
-the run's length, 4.7×), then ``.npz`` chunks (zip CRC, 1.24×), then ``np.save`` per chunk (1.03-1.30×, 1.2 s of
+each chunk's rows of the kept draws into two ``.npy`` files (in a background thread, checksummed in the same
+pass) and replaces a small state file after every chunk. Until 2026-11-29 the draws were the files themselves,
+memory-mapped and copied into (as fast, in an A/B on one machine). Before: every draw so far rewritten each chunk
+(quadratic in the run's length, 4.7×), then ``.npz`` chunks (zip CRC, 1.24×), then ``np.save`` per chunk (1.03-1.30×, 1.2 s of
 CPU for 1.25 GB). Target: ≤ 1.1×.
 
 A checkpointed run does not sync its draws files (their durability is checked by CRC32 on resume); the table
@@ -167,20 +167,22 @@ def main(argv=None) -> dict:
              f"chunks), {arguments.repetitions} alternating repetitions, minimum times.\n\n"
              "| run | time (s) | on disk |\n| --- | ---: | ---: |\n"
              f"| no checkpoint | {min(plain):.2f} | – |\n"
-             f"| checkpoint (draws files written chunk by chunk) | {min(checkpointed):.2f} | {sizes[-1] / 2**20:.0f} MiB |\n\n"
+             f"| checkpoint (draws files written chunk by chunk) | {min(checkpointed):.2f} | "
+             f"{sizes[-1] / 2**20:.0f} MiB |\n\n"
              f"All times: plain {', '.join(f'{t:.2f}' for t in plain)} s; checkpointed "
              f"{', '.join(f'{t:.2f}' for t in checkpointed)} s; os.sync() right after each checkpointed run "
              f"(what was still to be written) "
              f"{', '.join(f'{t:.2f}' for t in syncs)} s. CPU seconds of the CRC32 checksums of every chunk's "
-             f"rows of the draws (in the writer's background thread): {', '.join(f'{c:.2f}' for c in checksums)}, of the "
+             f"rows of the draws (in the writer's background thread): "
+             f"{', '.join(f'{c:.2f}' for c in checksums)}, of the "
              f"checkpointed run's {', '.join(f'{c:.2f}' for c in cpus)}: at most "
              f"{max(result['checksum_cpu_share']):.1%} of its CPU time (target ≤ 5% of the run); checksums and "
              f"writes of the rows together {', '.join(f'{w:.2f}' for w in writes)} s, at most "
              f"{max(result['rows_write_cpu_share']):.1%} (the writes were page faults of the main thread before)."
              f"\n\nRatio of minimum times {ratio:.2f}, median of the paired ratios {median_paired:.2f} (target ≤ "
              "1.10; before: 4.7×, 11.2 s → 53.1 s, rewriting every draw each chunk; then 1.03-1.30× writing each "
-             "chunk with np.save; 1.11× recorded on another machine with the draws in memory-mapped files copied into, "
-             "as fast as writing them in an A/B on one machine).\n")
+             "chunk with np.save; 1.11× recorded on another machine with the draws in memory-mapped files copied "
+             "into, as fast as writing them in an A/B on one machine).\n")
     atomic_write(os.path.join(out, "checkpoint.md"), lambda s: s.write(table), binary=False)
     print(table)
     print(f"wrote {out}/checkpoint.json and checkpoint.md")

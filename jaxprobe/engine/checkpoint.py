@@ -576,8 +576,8 @@ class CheckpointWriter:
 
     A save writes the chunk's rows into the draws files (:meth:`HostDraws.write_rows`, with their CRC32), then
     the boundary state (engine state, statistics, folded statistics) and then the state file with the chunk table
-    (atomically, both). One worker thread writes the saves in order, so the state file only lists chunks whose rows and
-    boundary are on file. A failed write is re-raised by the next :meth:`save` or by :meth:`close`; a full disk
+    (atomically, both). One worker thread writes the saves in order, so the state file only lists chunks whose rows
+    and boundary are on file. A failed write is re-raised by the next :meth:`save` or by :meth:`close`; a full disk
     as ``OSError(ENOSPC)`` naming the folder, the bytes needed and free (the chunks saved before are kept).
     """
 
@@ -628,12 +628,12 @@ class CheckpointWriter:
         if self.failed:
             return
         try:
-            self._write_boundary(host_state, start, count, draws, stats)
+            self._write_save(host_state, start, count, draws, stats)
         except BaseException:
             self.failed = True
             raise
 
-    def _write_boundary(self, host_state, start: int, count: int, draws: HostDraws, stats) -> None:
+    def _write_save(self, host_state, start: int, count: int, draws: HostDraws, stats) -> None:
         arrays = dict(host_state, num_draws_saved=np.asarray(count))
         if stats is not None:
             arrays.update({f"stats.{name}": value for name, value in stats.items()})
