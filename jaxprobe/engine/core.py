@@ -23,8 +23,9 @@ from blackjax.adaptation.staged_adaptation import build_schedule
 from blackjax.adaptation.step_size import dual_averaging_adaptation
 
 from jaxprobe._inputs import check_int
+from jaxprobe._pointwise import map_points
 from jaxprobe.engine import streaming
-from jaxprobe.engine.numerics import Numerics, numerics_of
+from jaxprobe.engine.numerics import Numerics, in_positions_dtype, numerics_of
 from jaxprobe.engine.protocols import Adaptation, EngineState, FlatLogDensity, Kernel, RunStats
 from jaxprobe.types import Array, PRNGKey
 
@@ -72,6 +73,32 @@ class Trace(NamedTuple):
 
     def chain_major(self) -> "Trace":
         return Trace(jnp.swapaxes(self.position, 0, 1), jnp.swapaxes(self.logdensity, 0, 1))
+
+
+class Carrying:
+    """A log density of one position and ``values_fn``, values of the same position (a pytree of arrays) that a
+    kernel with ``carries_values`` computes beside it at every proposal and keeps with the accepted state.
+
+    Where the values share the log density's work (G(x) inside −G(x)/τ + log prior(x)), XLA computes it once:
+    G at every kept draw costs nothing more, where evaluating it again at the accepted positions cost 21% of a
+    MALA run (sample() recording G, d = 50 MLP probe, 2,048 chains, 2 CPU cores). Equal for equal functions
+    (hashable: a static argument of compiled programs)."""
+
+    def __init__(self, logdensity_fn: FlatLogDensity, values_fn: Callable[[Array], Any]):
+        self.logdensity_fn, self.values_fn = logdensity_fn, values_fn
+
+    def value_and_grad(self, positions: Array) -> tuple[tuple[Array, Any], Array]:
+        """``((log densities (C,), values), gradients (C, D))`` at ``positions`` ``(C, D)``, one evaluation each."""
+        typed = in_positions_dtype(self.logdensity_fn)
+        return map_points(jax.value_and_grad(lambda position: (typed(position), self.values_fn(position)),
+                                             has_aux=True), positions)
+
+    def __hash__(self) -> int:
+        return hash(("carrying", self.logdensity_fn, self.values_fn))
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, Carrying) and self.logdensity_fn == other.logdensity_fn
+                and self.values_fn == other.values_fn)
 
 
 def default_parameters(kernel: Kernel, num_chains: int, dim: int, dtype: Any, step_size: Any = None,
@@ -167,11 +194,10 @@ def _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin, on_draw,
     return state, carry, outputs, stats
 
 
-def _write_draw(trace: Trace, draw: Array, kernel_state: Any,
-                record: Callable[[Array], Array] | None = None) -> Trace:
+def _write_draw(trace: Trace, draw: Array, kernel_state: Any, position: Array | None = None) -> Trace:
     """Kept draw ``draw`` written into row ``draw`` of the buffers (in place when they are donated): its
-    positions ``(C, D)``, or ``record`` of them ``(C, D')``."""
-    position = kernel_state.position if record is None else record(kernel_state.position)
+    positions ``(C, D)``, or what the run records of them, ``position`` ``(C, D')``."""
+    position = kernel_state.position if position is None else position
     return Trace(
         jax.lax.dynamic_update_index_in_dim(trace.position, position.astype(trace.position.dtype), draw, 0),
         jax.lax.dynamic_update_index_in_dim(trace.logdensity,
@@ -249,7 +275,8 @@ def run(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLo
 def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_fn: FlatLogDensity,
                   num_draws: int, thin: int, monitor: streaming.Monitor, monitored: Any, first_draw: Array,
                   trace: Trace | None = None, keep_draws: bool = True,
-                  record: Callable[[Array], Array] | None = None, trace_start: Array | int = 0
+                  record: Callable[..., Array] | None = None, trace_start: Array | int = 0,
+                  carried: Callable[[Array], dict[str, Array]] | None = None
                   ) -> tuple[EngineState, Trace | None, RunStats, Any]:
     """:func:`run` that also folds every kept draw into ``monitored`` (the verdict's statistics and the
     observables of :mod:`jaxprobe.engine.streaming`) inside the scan: nothing is computed after the run
@@ -261,7 +288,13 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     from row ``trace_start`` on (a traced int: one program for every chunk of a run that writes one
     whole-run buffer). ``record`` (with ``keep_draws``): what the trace keeps of each kept draw's positions
     ``(C, D)``, e.g. the map to data space, so that the draws are stored once, already transformed (default:
-    the positions themselves); with ``trace``, one array ``(C, D')`` that the buffers' rows hold. Returns ``(state, trace or None, stats, monitored)``.
+    the positions themselves); with ``trace``, one array ``(C, D')`` that the buffers' rows hold. ``carried``: a
+    function of one position ``(D,)`` → a dict of values (e.g. ``{"probe": G(x)}``) read at each kept draw:
+    ``record(positions, values)`` then takes them beside the positions, and an observable of ``monitor`` named
+    like one of them is folded from it, not evaluated again. A kernel that ``carries_values`` (MALA) computes
+    them beside the log density at every proposal (:class:`Carrying`: once, where they share its work) and keeps
+    them with the accepted state; for the others they are evaluated at the kept draws. Returns
+    ``(state, trace or None, stats, monitored)``.
 
     Examples
     --------
@@ -282,29 +315,55 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     num_draws, thin = _check_draws(num_draws, thin)
     if record is not None and not keep_draws:
         raise ValueError("record applies to kept draws (keep_draws=True)")
-    fold = lambda carry, draw, ks: streaming.fold_draw(monitor, carry, first_draw + draw, ks.position,  # noqa: E731
-                                                       ks.logdensity)
+    step_logdensity = logdensity_fn
+    carrying = carried is not None and getattr(kernel, "carries_values", False)
+    if carrying:  # the values from each proposal's evaluation
+        step_logdensity = Carrying(logdensity_fn, carried)
+        state = EngineState(kernel.carry(state.kernel_state, step_logdensity), state.parameters, state.step)
+        values_at = lambda ks: ks.carried  # noqa: E731
+    elif carried is not None:  # evaluated at the kept draws
+        values_at = lambda ks: map_points(carried, ks.position)  # noqa: E731
+    else:
+        values_at = lambda ks: None  # noqa: E731
+
+    def recorded(ks, values):  # what a kept draw stores
+        if record is None:
+            return ks.position
+        return record(ks.position) if carried is None else record(ks.position, values)
+
+    def fold(carry, draw, ks, values):
+        return streaming.fold_draw(monitor, carry, first_draw + draw, ks.position, ks.logdensity, values)
+
     if trace is not None:
         position = state.kernel_state.position
-        _check_trace(trace, num_draws, position if record is None else jax.eval_shape(record, position),
-                     at_least=True)
+        stored = position if record is None else jax.eval_shape(
+            lambda ks: recorded(ks, values_at(ks)), state.kernel_state)
+        _check_trace(trace, num_draws, stored, at_least=True)
 
         def on_draw(carry, draw, ks):
             buffers, monitored = carry
-            return (_write_draw(buffers, trace_start + draw, ks, record), fold(monitored, draw, ks)), None
+            values = values_at(ks)
+            return (_write_draw(buffers, trace_start + draw, ks, recorded(ks, values)),
+                    fold(monitored, draw, ks, values)), None
 
-        state, (trace, monitored), _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
+        state, (trace, monitored), _, stats = _scan_draws(rng_key, state, kernel, step_logdensity, num_draws, thin,
                                                           on_draw, (trace, monitored))
-        return state, trace, stats, monitored
-    record = record if record is not None else (lambda position: position)
-    if keep_draws:
+    elif keep_draws:
+        def on_draw(carry, draw, ks):
+            values = values_at(ks)
+            return fold(carry, draw, ks, values), (recorded(ks, values), ks.logdensity)
+
         state, monitored, (positions, logdensities), stats = _scan_draws(
-            rng_key, state, kernel, logdensity_fn, num_draws, thin,
-            lambda carry, draw, ks: (fold(carry, draw, ks), (record(ks.position), ks.logdensity)), monitored)
-        return state, Trace(positions, logdensities), stats, monitored
-    state, monitored, _, stats = _scan_draws(rng_key, state, kernel, logdensity_fn, num_draws, thin,
-                                             lambda carry, draw, ks: (fold(carry, draw, ks), None), monitored)
-    return state, None, stats, monitored
+            rng_key, state, kernel, step_logdensity, num_draws, thin, on_draw, monitored)
+        trace = Trace(positions, logdensities)
+    else:
+        state, monitored, _, stats = _scan_draws(
+            rng_key, state, kernel, step_logdensity, num_draws, thin,
+            lambda carry, draw, ks: (fold(carry, draw, ks, values_at(ks)), None), monitored)
+        trace = None
+    if carrying:
+        state = EngineState(kernel.uncarry(state.kernel_state), state.parameters, state.step)
+    return state, trace, stats, monitored
 
 
 #: Int seeds are 64-bit words: 0 <= seed < 2**64.

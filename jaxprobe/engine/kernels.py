@@ -57,7 +57,7 @@ from blackjax.mcmc import trajectory as bj_trajectory
 
 from jaxprobe._pointwise import map_points
 from jaxprobe.engine.chees import ChEESAdaptation
-from jaxprobe.engine.core import WindowAdaptation
+from jaxprobe.engine.core import Carrying, WindowAdaptation
 from jaxprobe.engine.numerics import (Numerics, as_numerics, diagonal_metric, in_positions_dtype, normal_and_uniform,
                                      numerics_field)
 from jaxprobe.engine.options import choice_option, float_option, int_option, validate_options
@@ -71,6 +71,7 @@ __all__ = [
     "GradientState",
     "ValueState",
     "DynamicState",
+    "CarryingState",
     "StepSizeParameters",
     "MassMatrixParameters",
     "ChEESParameters",
@@ -185,6 +186,24 @@ class DynamicState(NamedTuple):
     random_generator_arg: Array
 
 
+class CarryingState(NamedTuple):
+    """A :class:`GradientState` with ``carried``: values of each chain's position (a pytree of ``(C, ...)``
+    arrays) computed beside its log density, from the same evaluation (:class:`jaxprobe.engine.core.Carrying`).
+
+    Examples
+    --------
+    >>> carrying = Carrying(jaxprobe.priors.StandardNormal(), lambda x: {"norm": jnp.sum(x**2)})
+    >>> state = MALA().carry(MALA().init(jnp.ones((3, 2)), carrying.logdensity_fn), carrying)
+    >>> state._fields, state.carried["norm"].tolist()
+    (('position', 'logdensity', 'logdensity_grad', 'carried'), [2.0, 2.0, 2.0])
+    """
+
+    position: Array
+    logdensity: Array
+    logdensity_grad: Array
+    carried: Any
+
+
 def safe_logdensity(logdensity_fn: FlatLogDensity) -> FlatLogDensity:
     """Map NaN and ±inf log densities to −inf, so that such a proposal is always rejected.
 
@@ -260,6 +279,10 @@ class BaseKernel:
     uses_gradient: ClassVar[bool] = True
     adapts_mass_matrix: ClassVar[bool] = False
     starts_at_target: ClassVar[bool] = False
+    #: Whether :meth:`step` takes a :class:`Carrying` log density (its state then a :class:`CarryingState`,
+    #: made by ``carry`` and undone by ``uncarry``): MALA's; the engine evaluates the values at the kept draws
+    #: for the others.
+    carries_values: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         validate_options(self)
@@ -332,9 +355,10 @@ def _metropolis_step(state: Any, proposal: Any, log_uniform: Array, log_q_ratio:
         log_ratio = log_ratio + log_q_ratio
     is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
     acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
-    keep = is_accepted[:, None]
-    new_state = type(proposal)(*(jnp.where(keep if new.ndim == 2 else is_accepted, new, old)
-                                 for new, old in zip(proposal, state)))
+    def select(new: Array, old: Array) -> Array:  # a chain's row of any field (and of carried values)
+        return jnp.where(is_accepted.reshape(is_accepted.shape + (1,) * (new.ndim - 1)), new, old)
+
+    new_state = type(proposal)(*(jax.tree.map(select, new, old) for new, old in zip(proposal, state)))
     info = StepInfo(
         acceptance_rate=acceptance_rate,
         is_accepted=is_accepted,
@@ -377,8 +401,18 @@ class MALA(GradientKernel):
     """
 
     name: ClassVar[str] = "mala"
+    carries_values: ClassVar[bool] = True
     target_acceptance_rate: float = _target_option(0.574)
     numerics: Numerics = numerics_field()
+
+    def carry(self, state: GradientState, carrying: Carrying) -> CarryingState:
+        """``state`` with the carried values of its positions, from the evaluation :meth:`step` makes."""
+        (_, values), _ = carrying.value_and_grad(state.position)
+        return CarryingState(*state, values)
+
+    def uncarry(self, state: CarryingState) -> GradientState:
+        """The :class:`GradientState` of a :class:`CarryingState`."""
+        return GradientState(state.position, state.logdensity, state.logdensity_grad)
 
     def step(
         self,
@@ -387,7 +421,7 @@ class MALA(GradientKernel):
         parameters: StepSizeParameters,
         logdensity_fn: FlatLogDensity,
     ) -> tuple[GradientState, StepInfo]:
-        position, _, grad = state
+        position, grad = state.position, state.logdensity_grad
         num_chains = position.shape[0]
         step_size = _as_column(parameters["step_size"])
         noise, uniform = self.numerics.normal_and_uniform(rng_key, num_chains, position.shape[1], position.dtype)
@@ -401,7 +435,10 @@ class MALA(GradientKernel):
         log_uniform = jnp.log(uniform)
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
-        raw_logdensity, proposal_grad = _value_and_grad(in_positions_dtype(logdensity_fn), proposal)
+        if isinstance(logdensity_fn, Carrying):  # values of the proposal beside its log density (CarryingState)
+            (raw_logdensity, carried), proposal_grad = logdensity_fn.value_and_grad(proposal)
+        else:
+            raw_logdensity, proposal_grad = _value_and_grad(in_positions_dtype(logdensity_fn), proposal)
 
         # log q(x | x') − log q(x' | x) with x' − x = ε g + √(2ε) ξ and s = g + g' (g = ∇log p(x), g' = ∇log p(x')):
         # −|ε s + √(2ε) ξ|²/(4ε) + |ξ|²/2 = −Σ s (ε s / 4 + √(ε/2) ξ). One reduction instead of two,
@@ -409,8 +446,9 @@ class MALA(GradientKernel):
         summed_grad = grad + proposal_grad
         log_q_ratio = jax.lax.optimization_barrier(-jnp.sum(
             summed_grad * (0.25 * step_size * summed_grad + jnp.sqrt(0.5 * step_size) * noise), axis=-1))
-        return _metropolis_step(state, GradientState(proposal, raw_logdensity, proposal_grad), log_uniform,
-                                log_q_ratio, num_gradient_evaluations=1)
+        moved = (CarryingState(proposal, raw_logdensity, proposal_grad, carried) if isinstance(state, CarryingState)
+                 else GradientState(proposal, raw_logdensity, proposal_grad))
+        return _metropolis_step(state, moved, log_uniform, log_q_ratio, num_gradient_evaluations=1)
 
     def initial_step_size(self, dim: int) -> float:
         return 0.1 * dim ** (-1.0 / 3.0)

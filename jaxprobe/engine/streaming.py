@@ -267,13 +267,15 @@ def init_stats(monitor: Monitor, dtype: Any) -> tuple[DrawStats, dict[str, Obser
 
 
 def fold_draw(monitor: Monitor, carry: tuple[DrawStats, dict[str, ObservableSums]], index: Array,
-              position: Array, logdensity: Array) -> tuple[DrawStats, dict[str, ObservableSums]]:
+              position: Array, logdensity: Array, values: dict[str, Array] | None = None
+              ) -> tuple[DrawStats, dict[str, ObservableSums]]:
     """Fold kept draw ``index`` (of the whole run) of every chain, ``position`` ``(C, D)`` and ``logdensity``
     ``(C,)``, into the statistics: one row of the subset (its chains' values), a count per chain, and each
-    observable's batch sums. Nothing here touches ``O(C·D)`` memory besides the observables: per-chain
-    running moments of every coordinate cost 17% of a d = 50 MLP probe's MALA step on a CPU (they are
-    memory-bound), far over the verdict's budget; the subset gives the same statistics for the price of
-    its row.
+    observable's batch sums. ``values``: observables' values at ``position`` already computed (``{name: (C,
+    ...)}``, e.g. carried by the kernel, :func:`jaxprobe.engine.core.run_monitored`); the others are evaluated.
+    Nothing here touches ``O(C·D)`` memory besides the observables: per-chain running moments of every
+    coordinate cost 17% of a d = 50 MLP probe's MALA step on a CPU (they are memory-bound), far over the
+    verdict's budget; the subset gives the same statistics for the price of its row.
 
     Examples
     --------
@@ -312,7 +314,8 @@ def fold_draw(monitor: Monitor, carry: tuple[DrawStats, dict[str, ObservableSums
     folded = {}
     for name, fn in monitor.observables:
         sums, counts = observables[name]
-        value = jnp.asarray(map_points(fn, position)).astype(sums.dtype)  # values only: jaxprobe._pointwise
+        value = values[name] if values is not None and name in values else map_points(fn, position)
+        value = jnp.asarray(value).astype(sums.dtype)  # values only: jaxprobe._pointwise
         current = jax.lax.dynamic_index_in_dim(sums, batch, 0, keepdims=False)
         folded[name] = ObservableSums(jax.lax.dynamic_update_index_in_dim(sums, current + value, batch, 0),
                                       counts.at[batch].add(1))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tests.conftest import normal_starts, std_normal
 import jaxprobe
-from jaxprobe.engine import core, kernels
+from jaxprobe.engine import core, kernels, streaming
 
 _init = normal_starts
 
@@ -87,3 +87,44 @@ def test_core_warmup_is_pure_and_adapts():
     assert imm.shape == (32, 2)
     ratio = np.median(imm[:, 1]) / np.median(imm[:, 0])
     assert 200 < ratio < 4000
+
+
+def _tilted(x):
+    """log density −G(x) + log N(x; 0, I), G(x) = softplus(x₀ − x₁)²: the values a run carries (module level)."""
+    return -_g_of(x) + std_normal(x)
+
+
+def _g_of(x):
+    return jax.nn.softplus(x[0] - x[1]) ** 2
+
+
+@pytest.mark.parametrize("sampler", ["mala", "hmc"])
+def test_carried_values_are_the_kept_draws_values_and_leave_the_chains_unchanged(sampler):
+    """run_monitored(carried=...): MALA computes the values beside the log density at each proposal and keeps them
+    with the accepted state, HMC's (which cannot) are evaluated at the kept draws; either way the record and the
+    observables get G at each kept draw, folded from the carried values, and the chains, log densities and
+    statistics are those of the run without them, bit for bit."""
+    kernel = jaxprobe.engine.make_kernel(sampler)
+    num_draws, positions = 40, jnp.asarray(normal_starts(8, 3))
+    monitor = streaming.Monitor(8, 3, num_draws, observables=(("probe", lambda z: 0.0 * z[0]),))
+
+    def run(carried):
+        state = core.init(kernel, _tilted, positions, core.default_parameters(kernel, 8, 3, jnp.float32, 0.3))
+        monitored = streaming.init_stats(monitor, jnp.float32)
+        record = (lambda z, values: jnp.concatenate([z, values["probe"][:, None]], axis=1)) if carried else None
+        return jax.jit(lambda state, monitored: core.run_monitored(
+            jax.random.key(1), state, kernel, _tilted, num_draws, 1, monitor, monitored, 0, record=record,
+            carried=(lambda z: {"probe": _g_of(z)}) if carried else None))(
+            state, monitored)
+
+    state, trace, stats, (draw_stats, folded) = run(carried=True)
+    plain_state, plain_trace, plain_stats, (plain_draw_stats, _) = run(carried=False)
+    assert type(state.kernel_state) is type(plain_state.kernel_state)  # the carried values do not leave the run
+    np.testing.assert_array_equal(trace.position[..., :3], plain_trace.position)  # the same chains, bit for bit
+    np.testing.assert_array_equal(trace.logdensity, plain_trace.logdensity)
+    np.testing.assert_array_equal(stats.num_accepted, plain_stats.num_accepted)
+    np.testing.assert_array_equal(draw_stats.subset, plain_draw_stats.subset)
+    g_at_draws = jax.vmap(jax.vmap(_g_of))(plain_trace.position)
+    np.testing.assert_allclose(trace.position[..., 3], g_at_draws, rtol=1e-6)  # G at each kept draw
+    sums, counts = folded["probe"]  # folded from the carried G, not from the observable's own function (0)
+    np.testing.assert_allclose(jnp.sum(sums) / (8 * jnp.sum(counts)), jnp.mean(g_at_draws), rtol=1e-5)
