@@ -87,6 +87,11 @@ class Carrying:
     def __init__(self, logdensity_fn: FlatLogDensity, values_fn: Callable[[Array], Any]):
         self.logdensity_fn, self.values_fn = logdensity_fn, values_fn
 
+    def value(self, positions: Array) -> tuple[Array, Any]:
+        """``(log densities (C,), values)`` at ``positions`` ``(C, D)``, one evaluation each (no gradient)."""
+        typed = in_positions_dtype(self.logdensity_fn)
+        return map_points(lambda position: (typed(position), self.values_fn(position)), positions)
+
     def value_and_grad(self, positions: Array) -> tuple[tuple[Array, Any], Array]:
         """``((log densities (C,), values), gradients (C, D))`` at ``positions`` ``(C, D)``, one evaluation each."""
         typed = in_positions_dtype(self.logdensity_fn)

@@ -72,6 +72,7 @@ __all__ = [
     "ValueState",
     "DynamicState",
     "CarryingState",
+    "CarryingValueState",
     "StepSizeParameters",
     "MassMatrixParameters",
     "ChEESParameters",
@@ -168,6 +169,21 @@ class ValueState(NamedTuple):
 
     position: Array
     logdensity: Array
+
+
+class CarryingValueState(NamedTuple):
+    """A :class:`ValueState` with ``carried`` values of each chain's position, as :class:`CarryingState` (RWMH's).
+
+    Examples
+    --------
+    >>> carrying = Carrying(jaxprobe.priors.StandardNormal(), lambda x: {"norm": jnp.sum(x**2)})
+    >>> RWMH().carry(RWMH().init(jnp.ones((3, 2)), carrying.logdensity_fn), carrying).carried["norm"].tolist()
+    [2.0, 2.0, 2.0]
+    """
+
+    position: Array
+    logdensity: Array
+    carried: Any
 
 
 class DynamicState(NamedTuple):
@@ -279,9 +295,9 @@ class BaseKernel:
     uses_gradient: ClassVar[bool] = True
     adapts_mass_matrix: ClassVar[bool] = False
     starts_at_target: ClassVar[bool] = False
-    #: Whether :meth:`step` takes a :class:`Carrying` log density (its state then a :class:`CarryingState`,
-    #: made by ``carry`` and undone by ``uncarry``): MALA's; the engine evaluates the values at the kept draws
-    #: for the others.
+    #: Whether :meth:`step` takes a :class:`~jaxprobe.engine.core.Carrying` log density (its state then a
+    #: :class:`CarryingState` or :class:`CarryingValueState`, made by ``carry`` and undone by ``uncarry``): MALA's
+    #: and RWMH's; the engine evaluates the values at the kept draws for the others.
     carries_values: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -435,7 +451,8 @@ class MALA(GradientKernel):
         log_uniform = jnp.log(uniform)
 
         proposal = position + step_size * grad + jnp.sqrt(2.0 * step_size) * noise
-        if isinstance(logdensity_fn, Carrying):  # values of the proposal beside its log density (CarryingState)
+        carrying = isinstance(logdensity_fn, Carrying)
+        if carrying:  # values of the proposal beside its log density (CarryingState)
             (raw_logdensity, carried), proposal_grad = logdensity_fn.value_and_grad(proposal)
         else:
             raw_logdensity, proposal_grad = _value_and_grad(in_positions_dtype(logdensity_fn), proposal)
@@ -446,7 +463,7 @@ class MALA(GradientKernel):
         summed_grad = grad + proposal_grad
         log_q_ratio = jax.lax.optimization_barrier(-jnp.sum(
             summed_grad * (0.25 * step_size * summed_grad + jnp.sqrt(0.5 * step_size) * noise), axis=-1))
-        moved = (CarryingState(proposal, raw_logdensity, proposal_grad, carried) if isinstance(state, CarryingState)
+        moved = (CarryingState(proposal, raw_logdensity, proposal_grad, carried) if carrying
                  else GradientState(proposal, raw_logdensity, proposal_grad))
         return _metropolis_step(state, moved, log_uniform, log_q_ratio, num_gradient_evaluations=1)
 
@@ -468,8 +485,18 @@ class RWMH(ValueKernel):
     """
 
     name: ClassVar[str] = "rwmh"
+    carries_values: ClassVar[bool] = True
     target_acceptance_rate: float = _target_option(0.234)
     numerics: Numerics = numerics_field()
+
+    def carry(self, state: ValueState, carrying: Carrying) -> CarryingValueState:
+        """``state`` with the carried values of its positions, from the evaluation :meth:`step` makes."""
+        _, values = carrying.value(state.position)
+        return CarryingValueState(*state, values)
+
+    def uncarry(self, state: CarryingValueState) -> ValueState:
+        """The :class:`ValueState` of a :class:`CarryingValueState`."""
+        return ValueState(state.position, state.logdensity)
 
     def step(
         self,
@@ -485,9 +512,12 @@ class RWMH(ValueKernel):
                                                           paired=False)
         log_uniform = jnp.log(uniform)
         proposal = position + _as_column(parameters["step_size"]) * noise
-        values = map_points(in_positions_dtype(logdensity_fn), proposal)  # values only: see jaxprobe._pointwise
-        return _metropolis_step(state, ValueState(proposal, values), log_uniform, log_q_ratio=None,
-                                num_gradient_evaluations=0)
+        if isinstance(logdensity_fn, Carrying):  # values of the proposal beside its log density (tree ensembles:
+            values, carried = logdensity_fn.value(proposal)  # G once a step, not again at each kept draw)
+            moved = CarryingValueState(proposal, values, carried)
+        else:
+            moved = ValueState(proposal, map_points(in_positions_dtype(logdensity_fn), proposal))  # jaxprobe._pointwise
+        return _metropolis_step(state, moved, log_uniform, log_q_ratio=None, num_gradient_evaluations=0)
 
     def initial_step_size(self, dim: int) -> float:
         return 2.38 / dim**0.5 * 0.5

@@ -98,10 +98,10 @@ def _g_of(x):
     return jax.nn.softplus(x[0] - x[1]) ** 2
 
 
-@pytest.mark.parametrize("sampler", ["mala", "hmc"])
+@pytest.mark.parametrize("sampler", ["mala", "rwmh", "hmc"])
 def test_carried_values_are_the_kept_draws_values_and_leave_the_chains_unchanged(sampler):
-    """run_monitored(carried=...): MALA computes the values beside the log density at each proposal and keeps them
-    with the accepted state, HMC's (which cannot) are evaluated at the kept draws; either way the record and the
+    """run_monitored(carried=...): MALA and RWMH compute the values beside the log density at each proposal and keep
+    them with the accepted state, HMC's (which cannot) are evaluated at the kept draws; either way the record and the
     observables get G at each kept draw, folded from the carried values, and the chains, log densities and
     statistics are those of the run without them, bit for bit."""
     kernel = jaxprobe.engine.make_kernel(sampler)
