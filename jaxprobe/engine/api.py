@@ -448,18 +448,18 @@ def _run_chunk(rng_key, state, monitored, first_draw, kernel, logdensity_fn, num
     """One chunk of :func:`core.run_monitored`: the draws written into ``trace`` (donated buffers: a chunk's
     own, or the whole run's from row ``trace_start``) or not kept, every kept draw folded into ``monitored``
     (not donated: a checkpoint may still be writing the previous chunk's; it is ``O(C·D)``, so its copy costs
-    nothing next to a chunk). At ``thin=1`` a kernel that ``carries_values`` (MALA) computes the ``record`` of
+    nothing next to a chunk). At ``thin=1`` a kernel that ``carries_values`` (MALA, RWMH) computes the ``record`` of
     each proposal beside its log density (:class:`jaxprobe.engine.core.Carrying`): what the record shares with
     the log density (G(x) beside −G(x)/τ) is computed once, where a record of the kept draws computed it again
     (21% of a ``sample()`` recording G at 2,048 chains, d = 50). At ``thin > 1`` the record would be computed
     at every step for one kept draw in ``thin``: it is computed at the kept draws."""
+    carried = None
     if record is not None and thin == 1 and getattr(kernel, "carries_values", False):
         one_position = record.fn
-        return core.run_monitored(rng_key, state, kernel, logdensity_fn, num_draws, thin, monitor, monitored,
-                                  first_draw, trace, keep_draws, record=lambda positions, values: values["record"],
-                                  trace_start=trace_start, carried=lambda position: {"record": one_position(position)})
+        carried = lambda position: {"record": one_position(position)}  # noqa: E731
+        record = lambda positions, values: values["record"]  # noqa: E731
     return core.run_monitored(rng_key, state, kernel, logdensity_fn, num_draws, thin, monitor, monitored,
-                              first_draw, trace, keep_draws, record=record, trace_start=trace_start)
+                              first_draw, trace, keep_draws, record=record, trace_start=trace_start, carried=carried)
 
 
 @jit_bounded(static_argnames=("kernel", "logdensity_fn", "steps"))

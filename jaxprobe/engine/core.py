@@ -296,7 +296,7 @@ def run_monitored(rng_key: PRNGKey, state: EngineState, kernel: Any, logdensity_
     the positions themselves); with ``trace``, one array ``(C, D')`` that the buffers' rows hold. ``carried``: a
     function of one position ``(D,)`` → a dict of values (e.g. ``{"probe": G(x)}``) read at each kept draw:
     ``record(positions, values)`` then takes them beside the positions, and an observable of ``monitor`` named
-    like one of them is folded from it, not evaluated again. A kernel that ``carries_values`` (MALA) computes
+    like one of them is folded from it, not evaluated again. A kernel that ``carries_values`` (MALA, RWMH) computes
     them beside the log density at every proposal (:class:`Carrying`: once, where they share its work) and keeps
     them with the accepted state; for the others they are evaluated at the kept draws. Returns
     ``(state, trace or None, stats, monitored)``.

@@ -371,6 +371,7 @@ def _metropolis_step(state: Any, proposal: Any, log_uniform: Array, log_q_ratio:
         log_ratio = log_ratio + log_q_ratio
     is_accepted = (log_uniform < log_ratio) & ~is_nonfinite
     acceptance_rate = jnp.where(jnp.isnan(log_ratio), 0.0, jnp.exp(jnp.minimum(log_ratio, 0.0)))
+
     def select(new: Array, old: Array) -> Array:  # a chain's row of any field (and of carried values)
         return jnp.where(is_accepted.reshape(is_accepted.shape + (1,) * (new.ndim - 1)), new, old)
 

@@ -271,7 +271,7 @@ def _cell_program(build_probe, static_params, batched_axes, settings, problem0, 
             key_sampling, state, kernel, logdensity, num_samples, thin, monitor, monitored,
             jnp.zeros((), jnp.int32), keep_draws=keep_samples,
             record=_draw_recorder(question) if keep_samples else None,
-            carried=lambda z: {"probe": probe_of_z(z)})  # G from each step's own evaluation (MALA: no second one)
+            carried=lambda z: {"probe": probe_of_z(z)})  # G from each step's own evaluation (MALA, RWMH)
         # On a CPU, finished on the host per cell (_cell_row): in the program, vmapped over cells, XLA held
         # several copies of every cell's subset at once (~1 MB a cell of 256 chains).
         statistics = streaming.finalize(draw_stats, monitor) if finalize_on_device else draw_stats
@@ -337,7 +337,7 @@ def _cell_monitor(question: Question, observables: Sequence[tuple[str, Callable]
     that folds them in as the chains run: ``(probe_of_z, observables_of_z, monitor)``. G is folded in as the
     observable ``"probe"`` only if ``fold_probe``: a cell that keeps its draws stores G beside each of them
     (:func:`_draw_recorder`) and sums those values after the run (:func:`_cell_row`), evaluating G once a draw.
-    Either way the run carries G (``run_monitored(carried=...)``), from each MALA step's own evaluation."""
+    Either way the run carries G (``run_monitored(carried=...)``), from each MALA or RWMH step's own evaluation."""
     probe_of_z = lambda z: question.probe.fn(question.to_data(z))  # noqa: E731 - G(x) as sample() folds it
     in_data_space = tuple((name, lambda z, fn=fn: fn(question.to_data(z))) for name, fn in observables)
     folded = (("probe", probe_of_z),) if fold_probe else ()
@@ -347,8 +347,8 @@ def _cell_monitor(question: Question, observables: Sequence[tuple[str, Callable]
 
 def _draw_recorder(question: Question) -> Callable:
     """``record(z, values)`` of the kept draws: each stored once, in data space, with G(x) as the run carries it
-    (``values["probe"]``: computed beside the log density by MALA, else at the kept draw; over all draws at once
-    afterwards, the probe's hidden layers would take several times the draws)."""
+    (``values["probe"]``: computed beside the log density by MALA and RWMH, else at the kept draw; over all draws
+    at once afterwards, the probe's hidden layers would take several times the draws)."""
     to_data = jax.vmap(question.to_data)
 
     def record(z, values):
